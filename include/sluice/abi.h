@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Sluice NF attach ABI: the wire format between sluiced and an NF process.
+ *
+ * Everything an NF ever sees of the manager is defined here: the attach
+ * messages on the UNIX stream socket, the shared ring layout and the 16-byte
+ * packet descriptor. No pointers and no DPDK types cross this boundary; all
+ * references are (region, offset) pairs so memory maps at any address.
+ *
+ * Versioning: SL_ABI_VERSION is bumped on any incompatible change. Every
+ * message carries the magic and the version; a mismatch is rejected with
+ * SL_ERR_VERSION and the connection is closed.
+ */
+#ifndef SLUICE_ABI_H
+#define SLUICE_ABI_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_ABI_MAGIC   0x534c4345u /* "SLCE" */
+#define SL_ABI_VERSION 1u
+
+#define SL_NAME_MAX    32  /* NF and service names, NUL included */
+#define SL_REASON_MAX  96  /* DISCONNECT reason text, NUL included */
+#define SL_CACHE_LINE  64
+
+/* ------------------------------------------------------------------------ */
+/* Error codes: one enum for the whole ABI (DISCONNECT codes, SDK returns).  */
+/* SDK functions return them negated, like -errno.                            */
+enum sl_err {
+	SL_OK = 0,
+	SL_ERR_MAGIC = 1,       /* bad magic cookie */
+	SL_ERR_VERSION = 2,     /* ABI version mismatch */
+	SL_ERR_TRUNCATED = 3,   /* message shorter than its fixed size */
+	SL_ERR_TYPE = 4,        /* unknown message type */
+	SL_ERR_ORDER = 5,       /* message not valid in this protocol state */
+	SL_ERR_FIELD = 6,       /* a field is out of range (names unterminated, bad mode...) */
+	SL_ERR_FDS = 7,         /* wrong number of fds passed with a message */
+	SL_ERR_PERM = 8,        /* peer credentials refused */
+	SL_ERR_NOMEM = 9,       /* manager or NF could not allocate */
+	SL_ERR_LIMIT = 10,      /* too many NFs */
+	SL_ERR_SHUTDOWN = 11,   /* orderly shutdown by either side */
+	SL_ERR_IO = 12,         /* socket error or peer vanished */
+	SL_ERR_NAME = 13,       /* NF name already attached */
+	SL_ERR_TIMEOUT = 14,    /* attach did not complete in time */
+	SL_ERR_MAP = 15,        /* mmap of a region or ring failed */
+	SL_ERR__COUNT
+};
+
+/* ------------------------------------------------------------------------ */
+/* Packet descriptor: 16 bytes, the only thing that moves per packet.        */
+
+enum sl_action {
+	SL_ACT_NEXT = 0,   /* continue along the chain (default) */
+	SL_ACT_TO_NF = 1,  /* dest = service id: hand to that service */
+	SL_ACT_OUT = 2,    /* dest = port id: transmit on that port */
+	SL_ACT_DROP = 3,   /* give the buffer back to the pool */
+	SL_ACT__COUNT
+};
+
+struct sl_desc {
+	uint32_t buf;    /* buffer id inside the region (lent by the manager) */
+	uint32_t off;    /* region offset of the first data byte */
+	uint16_t len;    /* data length in bytes */
+	uint16_t head;   /* headroom: bytes from buffer start to data (off - head = buffer start) */
+	uint8_t region;  /* region index (one region per trust domain) */
+	uint8_t action;  /* NF -> manager: enum sl_action; manager -> NF: 0 */
+	uint16_t dest;   /* NF -> manager: service or port id; manager -> NF: ingress port id */
+};
+_Static_assert(sizeof(struct sl_desc) == 16, "sl_desc must be 16 bytes");
+
+/* ------------------------------------------------------------------------ */
+/* Ring: single producer, single consumer, power-of-two slots, free-running   */
+/* 32-bit indices. The producer owns `prod`, the consumer owns `cons` and      */
+/* `need_kick`; each on its own cache line. The consumer of an RX ring is the  */
+/* NF; of a TX ring, the manager.                                             */
+
+struct sl_ring {
+	/* producer line */
+	_Alignas(SL_CACHE_LINE) uint32_t prod;   /* next slot to fill (release-stored) */
+	uint32_t prod_kicks;                    /* producer-side count of eventfd kicks sent */
+	/* consumer line */
+	_Alignas(SL_CACHE_LINE) uint32_t cons;   /* next slot to read (release-stored) */
+	uint32_t need_kick;                     /* consumer is (about to be) asleep: kick its eventfd */
+	/* constant line, written once by the manager before the NF sees it */
+	_Alignas(SL_CACHE_LINE) uint32_t size;   /* slots, power of two */
+	uint32_t mask;                          /* size - 1 */
+	uint32_t magic;                         /* SL_ABI_MAGIC */
+	uint32_t reserved;
+	_Alignas(SL_CACHE_LINE) struct sl_desc desc[];
+};
+_Static_assert(sizeof(struct sl_ring) == 4 * SL_CACHE_LINE, "ring header is 4 cache lines");
+
+/* Bytes a ring of `slots` descriptors occupies in shared memory. */
+static inline size_t sl_ring_bytes(uint32_t slots)
+{
+	return sizeof(struct sl_ring) + (size_t)slots * sizeof(struct sl_desc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attach messages: every message is exactly SL_MSG_SIZE bytes.               */
+/*                                                                            */
+/*   NF connects ->                                                           */
+/*   <- HELLO          manager's version and limits                           */
+/*   -> INIT           NF name, service, wakeup mode                          */
+/*   <- ADD_REGION     + fd (memfd of a packet region), once per region       */
+/*   <- ADD_RING       + 2 fds (ring memfd, eventfd), RX ring then TX ring    */
+/*   <- CONNECTED      NF id, port table size                                 */
+/*   ... packets flow over the rings ...                                      */
+/*   <-> DISCONNECT    code + reason, then close                              */
+
+enum sl_msg_type {
+	SL_MSG_HELLO = 1,
+	SL_MSG_INIT = 2,
+	SL_MSG_ADD_REGION = 3,
+	SL_MSG_ADD_RING = 4,
+	SL_MSG_CONNECTED = 5,
+	SL_MSG_DISCONNECT = 6,
+	SL_MSG__COUNT
+};
+
+enum sl_wakeup {
+	SL_WAKE_POLL = 0,      /* spin on the RX ring */
+	SL_WAKE_BLOCK = 1,     /* sleep on the eventfd until kicked */
+	SL_WAKE_ADAPTIVE = 2,  /* spin for spin_us, then block */
+	SL_WAKE__COUNT
+};
+
+enum sl_ring_dir {
+	SL_RING_RX = 0,  /* manager -> NF */
+	SL_RING_TX = 1,  /* NF -> manager */
+};
+
+struct sl_msg_hello {
+	uint32_t max_nfs;
+	uint32_t ring_size;      /* slots the manager will give each ring */
+	char manager[SL_NAME_MAX];
+};
+
+struct sl_msg_init {
+	char name[SL_NAME_MAX];     /* instance name, unique: "fwd.0" */
+	char service[SL_NAME_MAX];  /* service it serves: "fwd" */
+	uint8_t wakeup;             /* enum sl_wakeup */
+	uint8_t pad[3];
+	uint32_t batch;             /* block mode: kick when this many wait (1..ring size) */
+	uint32_t timeout_us;        /* block mode: kick when the oldest waits this long */
+	uint32_t pid;               /* informative; the manager trusts SO_PEERCRED */
+};
+
+struct sl_msg_add_region {
+	uint64_t size;         /* bytes to mmap from the fd */
+	uint32_t index;        /* region index used in descriptors */
+	uint32_t buf_count;    /* buffers in the region */
+	uint32_t buf_size;     /* bytes of every buffer (headroom + data room) */
+	uint32_t headroom;     /* default headroom of a fresh buffer */
+};
+
+struct sl_msg_add_ring {
+	uint64_t offset;       /* byte offset of the ring inside the ring memfd */
+	uint64_t map_size;     /* bytes to mmap from the ring memfd (whole memfd) */
+	uint32_t index;
+	uint32_t dir;          /* enum sl_ring_dir */
+	uint32_t size;         /* slots */
+	uint32_t pad;
+};
+
+struct sl_msg_connected {
+	uint32_t nf_id;
+	uint32_t service_id;
+	uint32_t port_count;   /* ports known to the manager at attach time */
+	uint32_t pad;
+};
+
+struct sl_msg_disconnect {
+	uint32_t code;              /* enum sl_err */
+	char reason[SL_REASON_MAX];
+};
+
+#define SL_MSG_SIZE 128
+
+struct sl_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	union {
+		struct sl_msg_hello hello;
+		struct sl_msg_init init;
+		struct sl_msg_add_region add_region;
+		struct sl_msg_add_ring add_ring;
+		struct sl_msg_connected connected;
+		struct sl_msg_disconnect disconnect;
+		uint8_t raw[SL_MSG_SIZE - 8];
+	} u;
+};
+_Static_assert(sizeof(struct sl_msg) == SL_MSG_SIZE, "attach messages are fixed-size");
+_Static_assert(sizeof(struct sl_msg_init) <= SL_MSG_SIZE - 8, "init fits");
+_Static_assert(sizeof(struct sl_msg_disconnect) <= SL_MSG_SIZE - 8, "disconnect fits");
+_Static_assert(offsetof(struct sl_msg, u) == 8, "header is 8 bytes");
+
+/* Number of fds that must accompany each message type. */
+static inline int sl_msg_fd_count(uint16_t type)
+{
+	switch (type) {
+	case SL_MSG_ADD_REGION: return 1;
+	case SL_MSG_ADD_RING: return 2;
+	default: return 0;
+	}
+}
+
+/* Validate a received message: returns SL_OK or an enum sl_err.
+ * `len` is the number of bytes received, `nfds` the fds that came with it,
+ * `expect` the message type the protocol state allows (0 = any known type). */
+int sl_msg_check(const struct sl_msg *m, size_t len, int nfds, uint16_t expect);
+
+/* Fill the header of a message and zero its body. */
+void sl_msg_init(struct sl_msg *m, uint16_t type);
+
+/* Text for an enum sl_err (never NULL). */
+const char *sl_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_ABI_H */

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * libsluice: the NF SDK. No DPDK dependency.
+ *
+ * An NF attaches to sluiced, receives packets in batches through a handler,
+ * reads and writes them in place in shared memory, sets a per-packet action
+ * and returns them. Functions returning int give 0 (or a count) on success
+ * and a negative enum sl_err (see abi.h, sl_strerror) on failure.
+ *
+ *   static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
+ *   {
+ *       for (unsigned i = 0; i < n; i++)
+ *           sl_pkt_set_action(&pkts[i], SL_ACT_NEXT, 0);
+ *   }
+ *   int main(int argc, char **argv) {
+ *       struct sl_nf_config cfg; sl_nf_config_default(&cfg);
+ *       sl_nf_config_from_env(&cfg);                    // SLUICE_* variables
+ *       struct sl_nf *nf; int rc = sl_nf_attach(&cfg, &nf);
+ *       if (rc < 0) { fprintf(stderr, "%s\n", sl_strerror(-rc)); return 1; }
+ *       rc = sl_nf_run(nf, handler, NULL);              // until SIGINT/SIGTERM
+ *       sl_nf_detach(nf);
+ *   }
+ */
+#ifndef SLUICE_NF_H
+#define SLUICE_NF_H
+
+#include <stdint.h>
+#include "sluice/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_BURST_MAX 32 /* packets per handler call at most */
+
+struct sl_nf; /* opaque */
+
+struct sl_nf_config {
+	char socket_path[108];      /* sluiced NF socket (SLUICE_NF_SOCKET) */
+	char name[SL_NAME_MAX];     /* unique instance name (SLUICE_NF_NAME) */
+	char service[SL_NAME_MAX];  /* service (SLUICE_NF_SERVICE) */
+	enum sl_wakeup wakeup;      /* SLUICE_NF_WAKEUP: poll | block | adaptive */
+	uint32_t batch;             /* block: kick threshold (SLUICE_NF_BATCH), default 32 */
+	uint32_t timeout_us;        /* block: aging deadline (SLUICE_NF_TIMEOUT_US), default 100 */
+	uint32_t spin_us;           /* adaptive: spin this long before blocking (SLUICE_NF_SPIN_US), default 200 */
+	uint32_t attach_timeout_ms; /* give up attaching after this long, default 5000 */
+};
+
+/* A packet as the handler sees it. Only the accessors below should touch it. */
+struct sl_pkt {
+	struct sl_desc d;  /* the descriptor (action and dest are set on return) */
+	uint8_t *base;     /* mapped start of the packet's region (private to the SDK) */
+	uint32_t buf_size; /* size of the packet's buffer */
+};
+
+typedef void (*sl_handler_fn)(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg);
+
+/* Fill cfg with defaults (socket /run/sluice/nf.sock, wakeup poll). Never fails. */
+void sl_nf_config_default(struct sl_nf_config *cfg);
+
+/* Override cfg from SLUICE_* environment variables. Returns 0 or -SL_ERR_FIELD
+ * (an unparsable value; the variable is named on stderr). */
+int sl_nf_config_from_env(struct sl_nf_config *cfg);
+
+/* Connect and complete the attach handshake. Returns 0 and sets *out, or a
+ * negative enum sl_err (-SL_ERR_IO when sluiced is unreachable; the manager's
+ * DISCONNECT code when it refuses the NF). */
+int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out);
+
+/* Run the receive loop, calling handler per batch, until sl_nf_stop(),
+ * SIGINT/SIGTERM, or manager disconnect. Returns 0 on a requested stop or
+ * signal, -SL_ERR_IO / -code when the manager went away or disconnected us. */
+int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg);
+
+/* Ask sl_nf_run to return after the current batch (async-signal-safe). */
+void sl_nf_stop(struct sl_nf *nf);
+
+/* Send DISCONNECT, close the socket and unmap everything; NULL-safe.
+ * Every buffer the NF held is given back: those already returned on the TX
+ * ring are forwarded, the rest are reclaimed by the manager. */
+void sl_nf_detach(struct sl_nf *nf);
+
+/* This NF's id, service id and name as assigned by the manager. */
+uint32_t sl_nf_id(const struct sl_nf *nf);
+uint32_t sl_nf_service_id(const struct sl_nf *nf);
+const char *sl_nf_name(const struct sl_nf *nf);
+
+/* Counters kept by the SDK for this NF. */
+struct sl_nf_stats {
+	uint64_t rx_pkts, tx_pkts, batches, sleeps, wakeups;
+};
+void sl_nf_get_stats(const struct sl_nf *nf, struct sl_nf_stats *st);
+
+/* ---- packet accessors (inline: hot path) ---- */
+
+/* Pointer to the first data byte. */
+static inline uint8_t *sl_pkt_data(const struct sl_pkt *p) { return p->base + p->d.off; }
+/* Data length in bytes. */
+static inline uint16_t sl_pkt_len(const struct sl_pkt *p) { return p->d.len; }
+/* Ingress port id of the packet (valid until the action is set). */
+static inline uint16_t sl_pkt_in_port(const struct sl_pkt *p) { return p->d.dest; }
+/* Bytes free before the data. */
+static inline uint32_t sl_pkt_headroom(const struct sl_pkt *p) { return p->d.head; }
+/* Bytes free after the data. */
+static inline uint32_t sl_pkt_tailroom(const struct sl_pkt *p)
+{
+	return p->buf_size - p->d.head - p->d.len;
+}
+
+/* Grow (delta > 0, prepend) or shrink (delta < 0, strip) the packet at its
+ * head. Returns the new data pointer, or NULL if headroom or length would be
+ * exceeded (the packet is unchanged). */
+static inline uint8_t *sl_pkt_adj_head(struct sl_pkt *p, int delta)
+{
+	if (delta > 0 ? (uint32_t)delta > p->d.head : (uint32_t)-delta > p->d.len)
+		return NULL;
+	if ((uint32_t)p->d.len + delta > 0xffff)
+		return NULL;
+	p->d.head -= delta;
+	p->d.off -= delta;
+	p->d.len += delta;
+	return sl_pkt_data(p);
+}
+
+/* Grow (delta > 0, append) or shrink (delta < 0, trim) the packet at its
+ * tail. Returns 0, or -1 if tailroom or length would be exceeded. */
+static inline int sl_pkt_adj_tail(struct sl_pkt *p, int delta)
+{
+	if (delta > 0 ? (uint32_t)delta > sl_pkt_tailroom(p) : (uint32_t)-delta > p->d.len)
+		return -1;
+	if ((uint32_t)p->d.len + delta > 0xffff)
+		return -1;
+	p->d.len += delta;
+	return 0;
+}
+
+/* Set what the manager does with the packet when the handler returns:
+ * SL_ACT_NEXT (dest ignored), SL_ACT_TO_NF (dest = service id),
+ * SL_ACT_OUT (dest = port id), SL_ACT_DROP. Default is SL_ACT_NEXT. */
+static inline void sl_pkt_set_action(struct sl_pkt *p, enum sl_action a, uint16_t dest)
+{
+	p->d.action = (uint8_t)a;
+	p->d.dest = dest;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_NF_H */
