@@ -93,7 +93,7 @@ struct sl_ring {
 	uint32_t reserved;
 	_Alignas(SL_CACHE_LINE) struct sl_desc desc[];
 };
-_Static_assert(sizeof(struct sl_ring) == 4 * SL_CACHE_LINE, "ring header is 4 cache lines");
+_Static_assert(sizeof(struct sl_ring) == 3 * SL_CACHE_LINE, "ring header is 3 cache lines");
 
 /* Bytes a ring of `slots` descriptors occupies in shared memory. */
 static inline size_t sl_ring_bytes(uint32_t slots)

@@ -1,0 +1,721 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * libsluice: NF side of the attach protocol and the receive loop.
+ *
+ * Attach sequence expected from the manager (abi.h):
+ *   <- HELLO, -> INIT, <- ADD_REGION + 1 fd (any number, before the rings),
+ *   <- ADD_RING + 2 fds (one RX, one TX, either order), <- CONNECTED.
+ * A DISCONNECT may arrive at any point and ends the attach with -code.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "sluice/nf.h"
+#include "sluice/ring.h"
+#include "sl_internal.h"
+
+#define SL_REGIONS      256
+#define SL_MSG_MAX_FDS  2
+#define SL_LIVENESS_NS  1000000ull /* poll mode: check the socket every ~1 ms */
+#define SL_SPIN_CHECK   4096       /* empty polls between clock reads */
+
+struct sl_region {
+	uint8_t *base;     /* NULL: index not mapped */
+	size_t size;
+	uint32_t buf_size;
+};
+
+struct sl_nf {
+	int sock;
+	int rx_efd, tx_efd;          /* rx: we sleep on it; tx: we kick the manager */
+	struct sl_ring *rx, *tx;
+	void *ring_map[2];           /* indexed by enum sl_ring_dir */
+	size_t ring_map_size[2];
+	int stop;                    /* sl_nf_stop (atomic access) */
+	uint32_t nf_id, service_id, port_count;
+	struct sl_nf_config cfg;
+	struct sl_nf_stats stats;
+	struct sl_region region[SL_REGIONS];
+};
+
+/* ------------------------------------------------------------------------ */
+/* time                                                                        */
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Milliseconds left until deadline (CLOCK_MONOTONIC ns), at least 0. */
+static int ms_left(uint64_t deadline)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	if (now >= deadline)
+		return 0;
+	uint64_t ms = (deadline - now + 999999) / 1000000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* ------------------------------------------------------------------------ */
+/* messages                                                                    */
+
+static void close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* Receive exactly one SL_MSG_SIZE message and up to SL_MSG_MAX_FDS fds before
+ * `deadline`. Returns SL_OK (with *nfds set) or an enum sl_err; on error no
+ * fd is left open. The message itself is not validated here. */
+static int recv_msg(int sock, struct sl_msg *m, int *fds, int *nfds, uint64_t deadline)
+{
+	size_t got = 0;
+	int nf = 0, err = SL_OK;
+
+	while (got < SL_MSG_SIZE) {
+		struct pollfd pfd = { .fd = sock, .events = POLLIN };
+		int rc = poll(&pfd, 1, ms_left(deadline));
+		if (rc < 0) {
+			if (errno == EINTR)
+				continue;
+			err = SL_ERR_IO;
+			break;
+		}
+		if (rc == 0) {
+			err = SL_ERR_TIMEOUT;
+			break;
+		}
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * 8)];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = { .iov_base = (char *)m + got, .iov_len = SL_MSG_SIZE - got };
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+		};
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+				continue;
+			err = SL_ERR_IO;
+			break;
+		}
+		/* collect every fd that came, even if there are too many, so none leaks */
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (nf < SL_MSG_MAX_FDS)
+					fds[nf++] = fd;
+				else {
+					close(fd);
+					err = SL_ERR_FDS;
+				}
+			}
+		}
+		if (mh.msg_flags & MSG_CTRUNC)
+			err = SL_ERR_FDS;
+		if (n == 0) {
+			if (err == SL_OK)
+				err = got == 0 ? SL_ERR_IO : SL_ERR_TRUNCATED;
+			break;
+		}
+		got += (size_t)n;
+		if (err != SL_OK)
+			break;
+	}
+	if (err != SL_OK) {
+		close_fds(fds, nf);
+		nf = 0;
+	}
+	*nfds = nf;
+	return err;
+}
+
+/* Send one message (no fds). Returns SL_OK or SL_ERR_IO. */
+static int send_msg(int sock, const struct sl_msg *m)
+{
+	size_t off = 0;
+	while (off < SL_MSG_SIZE) {
+		ssize_t n = send(sock, (const char *)m + off, SL_MSG_SIZE - off, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return SL_ERR_IO;
+		}
+		off += (size_t)n;
+	}
+	return SL_OK;
+}
+
+static void send_disconnect(int sock, int code, const char *reason)
+{
+	struct sl_msg m;
+	sl_msg_init(&m, SL_MSG_DISCONNECT);
+	m.u.disconnect.code = (uint32_t)code;
+	snprintf(m.u.disconnect.reason, sizeof(m.u.disconnect.reason), "%s", reason);
+	(void)send_msg(sock, &m);
+}
+
+/* Code carried by a DISCONNECT, never 0 (0 would read as success). */
+static int disconnect_code(const struct sl_msg *m)
+{
+	return m->u.disconnect.code != SL_OK ? (int)m->u.disconnect.code : SL_ERR_SHUTDOWN;
+}
+
+/* ------------------------------------------------------------------------ */
+/* attach                                                                      */
+
+static int fd_size_at_least(int fd, uint64_t size)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= size;
+}
+
+/* ADD_REGION: map the region memfd. Consumes fd. */
+static int add_region(struct sl_nf *nf, const struct sl_msg_add_region *r, int fd)
+{
+	struct sl_region *reg = &nf->region[r->index]; /* index < 256 checked by sl_msg_check */
+	int err = SL_OK;
+
+	if (reg->base != NULL)
+		err = SL_ERR_FIELD; /* duplicate index */
+	else if (r->size > SIZE_MAX || !fd_size_at_least(fd, r->size))
+		err = SL_ERR_MAP;
+	else {
+		void *p = mmap(NULL, (size_t)r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			err = SL_ERR_MAP;
+		else {
+			reg->base = p;
+			reg->size = (size_t)r->size;
+			reg->buf_size = r->buf_size;
+		}
+	}
+	close(fd);
+	return err;
+}
+
+/* ADD_RING: map the ring memfd (fds[0]) and keep the eventfd (fds[1]). */
+static int add_ring(struct sl_nf *nf, const struct sl_msg_add_ring *r, int *fds)
+{
+	unsigned dir = r->dir; /* RX or TX, checked by sl_msg_check */
+	int err = SL_OK;
+	void *p = MAP_FAILED;
+
+	if (nf->ring_map[dir] != NULL)
+		err = SL_ERR_ORDER; /* second ring of the same direction */
+	else if (r->map_size > SIZE_MAX || !fd_size_at_least(fds[0], r->map_size))
+		err = SL_ERR_MAP;
+	else if ((p = mmap(NULL, (size_t)r->map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   fds[0], 0)) == MAP_FAILED)
+		err = SL_ERR_MAP;
+	else {
+		struct sl_ring *ring = (struct sl_ring *)((uint8_t *)p + r->offset);
+		if (ring->magic != SL_ABI_MAGIC || ring->size != r->size || ring->mask != r->size - 1) {
+			munmap(p, (size_t)r->map_size);
+			err = SL_ERR_FIELD;
+		} else {
+			nf->ring_map[dir] = p;
+			nf->ring_map_size[dir] = (size_t)r->map_size;
+			if (dir == SL_RING_RX) {
+				nf->rx = ring;
+				nf->rx_efd = fds[1];
+			} else {
+				nf->tx = ring;
+				nf->tx_efd = fds[1];
+			}
+		}
+	}
+	close(fds[0]);
+	if (err != SL_OK)
+		close(fds[1]);
+	return err;
+}
+
+static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
+{
+	struct sl_nf *nf = calloc(1, sizeof(*nf));
+	if (nf == NULL)
+		return NULL;
+	nf->sock = nf->rx_efd = nf->tx_efd = -1;
+	nf->cfg = *cfg;
+	return nf;
+}
+
+/* Teardown twin of attach: releases whatever attach got so far. */
+static void nf_free(struct sl_nf *nf)
+{
+	if (nf->sock >= 0)
+		close(nf->sock);
+	if (nf->rx_efd >= 0)
+		close(nf->rx_efd);
+	if (nf->tx_efd >= 0)
+		close(nf->tx_efd);
+	for (int d = 0; d < 2; d++)
+		if (nf->ring_map[d] != NULL)
+			munmap(nf->ring_map[d], nf->ring_map_size[d]);
+	for (int i = 0; i < SL_REGIONS; i++)
+		if (nf->region[i].base != NULL)
+			munmap(nf->region[i].base, nf->region[i].size);
+	free(nf);
+}
+
+static int build_init(const struct sl_nf_config *cfg, struct sl_msg *m)
+{
+	sl_msg_init(m, SL_MSG_INIT);
+	if (strnlen(cfg->name, sizeof(cfg->name)) == sizeof(cfg->name) ||
+	    strnlen(cfg->service, sizeof(cfg->service)) == sizeof(cfg->service) ||
+	    (unsigned)cfg->wakeup >= SL_WAKE__COUNT)
+		return SL_ERR_FIELD;
+	memcpy(m->u.init.name, cfg->name, sizeof(m->u.init.name));
+	memcpy(m->u.init.service, cfg->service, sizeof(m->u.init.service));
+	m->u.init.wakeup = (uint8_t)cfg->wakeup;
+	m->u.init.batch = cfg->batch;
+	m->u.init.timeout_us = cfg->timeout_us;
+	m->u.init.pid = (uint32_t)getpid();
+	/* catch a bad config here, with the same rules the manager applies */
+	return sl_msg_check(m, sizeof(*m), 0, SL_MSG_INIT);
+}
+
+/* The handshake after connect. Returns SL_OK or an enum sl_err; on a protocol
+ * error detected locally it has already told the manager why. */
+static int handshake(struct sl_nf *nf, uint64_t deadline)
+{
+	struct sl_msg m;
+	int fds[SL_MSG_MAX_FDS], nfds, err;
+
+	/* <- HELLO */
+	if ((err = recv_msg(nf->sock, &m, fds, &nfds, deadline)) != SL_OK)
+		return err;
+	if ((err = sl_msg_check(&m, sizeof(m), nfds, SL_MSG_HELLO)) != SL_OK)
+		goto reject;
+	if (m.type == SL_MSG_DISCONNECT)
+		return disconnect_code(&m);
+
+	/* -> INIT */
+	if ((err = build_init(&nf->cfg, &m)) != SL_OK) {
+		send_disconnect(nf->sock, err, "nf: invalid INIT configuration");
+		return err;
+	}
+	if ((err = send_msg(nf->sock, &m)) != SL_OK)
+		return err;
+
+	/* <- ADD_REGION*, ADD_RING x2, CONNECTED */
+	for (;;) {
+		if ((err = recv_msg(nf->sock, &m, fds, &nfds, deadline)) != SL_OK)
+			return err;
+		if ((err = sl_msg_check(&m, sizeof(m), nfds, 0)) != SL_OK)
+			goto reject;
+		switch (m.type) {
+		case SL_MSG_DISCONNECT:
+			return disconnect_code(&m);
+		case SL_MSG_ADD_REGION:
+			if (nf->ring_map[0] != NULL || nf->ring_map[1] != NULL) {
+				err = SL_ERR_ORDER; /* regions come before rings */
+				goto reject;
+			}
+			if ((err = add_region(nf, &m.u.add_region, fds[0])) != SL_OK)
+				goto rejected;
+			break;
+		case SL_MSG_ADD_RING:
+			if ((err = add_ring(nf, &m.u.add_ring, fds)) != SL_OK)
+				goto rejected;
+			break;
+		case SL_MSG_CONNECTED:
+			if (nf->rx == NULL || nf->tx == NULL) {
+				err = SL_ERR_ORDER;
+				goto reject;
+			}
+			nf->nf_id = m.u.connected.nf_id;
+			nf->service_id = m.u.connected.service_id;
+			nf->port_count = m.u.connected.port_count;
+			return SL_OK;
+		default: /* HELLO or INIT again */
+			err = SL_ERR_ORDER;
+			goto reject;
+		}
+	}
+
+reject:
+	close_fds(fds, nfds);
+rejected:
+	send_disconnect(nf->sock, err, "nf: bad message from manager");
+	return err;
+}
+
+int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int err, saved_errno = 0;
+
+	if (out == NULL || cfg == NULL)
+		return -SL_ERR_FIELD;
+	*out = NULL;
+	if (cfg->socket_path[0] == '\0' ||
+	    strnlen(cfg->socket_path, sizeof(cfg->socket_path)) >= sizeof(sa.sun_path))
+		return -SL_ERR_FIELD;
+	memcpy(sa.sun_path, cfg->socket_path, strlen(cfg->socket_path) + 1);
+
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)cfg->attach_timeout_ms * 1000000ull;
+	struct sl_nf *nf = nf_alloc(cfg);
+	if (nf == NULL)
+		return -SL_ERR_NOMEM;
+
+	nf->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (nf->sock < 0 || connect(nf->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		saved_errno = errno;
+		err = SL_ERR_IO;
+	} else {
+		err = handshake(nf, deadline);
+		saved_errno = errno;
+	}
+	if (err != SL_OK) {
+		nf_free(nf);
+		errno = saved_errno; /* lets callers print the system reason for SL_ERR_IO */
+		return -err;
+	}
+	*out = nf;
+	return 0;
+}
+
+void sl_nf_detach(struct sl_nf *nf)
+{
+	if (nf == NULL)
+		return;
+	if (nf->sock >= 0) {
+		send_disconnect(nf->sock, SL_ERR_SHUTDOWN, "nf detach");
+		shutdown(nf->sock, SHUT_RDWR);
+	}
+	nf_free(nf);
+}
+
+/* ------------------------------------------------------------------------ */
+/* run loop                                                                    */
+
+static volatile sig_atomic_t sig_stop;
+static struct sl_nf *volatile sig_nf; /* NF whose eventfd the signal handler pokes */
+
+static void kick_fd(int fd)
+{
+	uint64_t one = 1;
+	ssize_t rc = write(fd, &one, sizeof(one));
+	(void)rc;
+}
+
+static void on_signal(int signo)
+{
+	(void)signo;
+	int e = errno;
+	sig_stop = 1;
+	struct sl_nf *nf = sig_nf;
+	if (nf != NULL && nf->rx_efd >= 0)
+		kick_fd(nf->rx_efd); /* wakes a poll() in another thread too */
+	errno = e;
+}
+
+void sl_nf_stop(struct sl_nf *nf)
+{
+	if (nf == NULL)
+		return;
+	__atomic_store_n(&nf->stop, 1, __ATOMIC_RELAXED);
+	if (nf->rx_efd >= 0)
+		kick_fd(nf->rx_efd);
+}
+
+static int stopping(struct sl_nf *nf)
+{
+	return sig_stop || __atomic_load_n(&nf->stop, __ATOMIC_RELAXED);
+}
+
+/* The socket is readable or hung up while running: it can only be a
+ * DISCONNECT or the end. Returns the code to return from sl_nf_run, or 0 if
+ * nothing happened after all. */
+static int socket_event(struct sl_nf *nf)
+{
+	struct sl_msg m;
+	int fds[SL_MSG_MAX_FDS], nfds;
+	int err = recv_msg(nf->sock, &m, fds, &nfds, now_ns(CLOCK_MONOTONIC) + 1000000000ull);
+	if (err == SL_ERR_TIMEOUT)
+		return 0;
+	if (err != SL_OK)
+		return err;
+	err = sl_msg_check(&m, sizeof(m), nfds, SL_MSG_DISCONNECT);
+	close_fds(fds, nfds);
+	if (err == SL_OK)
+		return disconnect_code(&m);
+	send_disconnect(nf->sock, err, "nf: bad message from manager");
+	return err;
+}
+
+/* Non-blocking look at the socket. Returns as socket_event, 0 if quiet. */
+static int check_socket(struct sl_nf *nf)
+{
+	struct pollfd pfd = { .fd = nf->sock, .events = POLLIN };
+	if (poll(&pfd, 1, 0) <= 0 || pfd.revents == 0)
+		return 0;
+	return socket_event(nf);
+}
+
+/* Block until the RX eventfd is kicked or the socket/stop needs attention.
+ * Returns 0 or the code sl_nf_run must return. */
+static int block_rx(struct sl_nf *nf)
+{
+	int rc = 0;
+	if (!sl_ring_prepare_sleep(nf->rx))
+		return 0; /* something arrived meanwhile */
+	if (!stopping(nf)) {
+		struct pollfd pfd[2] = {
+			{ .fd = nf->rx_efd, .events = POLLIN },
+			{ .fd = nf->sock, .events = POLLIN },
+		};
+		nf->stats.sleeps++;
+		if (poll(pfd, 2, -1) > 0) {
+			if (pfd[0].revents & POLLIN) {
+				uint64_t v;
+				ssize_t n = read(nf->rx_efd, &v, sizeof(v));
+				(void)n;
+				nf->stats.wakeups++;
+			}
+			if (pfd[1].revents)
+				rc = socket_event(nf);
+		}
+		/* EINTR: a signal; the caller re-checks the stop flags */
+	}
+	sl_ring_awake(nf->rx);
+	return rc;
+}
+
+/* Publish n descriptors on the TX ring, waiting for room if need be.
+ * Returns 0, or a code if the manager went away while we waited. */
+static int tx_all(struct sl_nf *nf, const struct sl_desc *d, uint32_t n)
+{
+	uint32_t done = 0, spins = 0;
+	int rc = 0;
+	for (;;) {
+		done += sl_ring_enqueue_burst(nf->tx, d + done, n - done);
+		if (done == n || stopping(nf))
+			break;
+		__builtin_ia32_pause();
+		if (++spins % SL_SPIN_CHECK == 0 && (rc = check_socket(nf)) != 0)
+			break;
+	}
+	nf->stats.tx_pkts += done;
+	if (done != 0 && sl_ring_needs_kick(nf->tx)) {
+		nf->tx->prod_kicks++;
+		kick_fd(nf->tx_efd);
+	}
+	return rc;
+}
+
+/* One burst: RX ring -> handler -> TX ring. Returns packets handled (>= 0)
+ * or a negated code to stop with. */
+static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
+{
+	struct sl_desc d[SL_BURST_MAX], bad[SL_BURST_MAX];
+	struct sl_pkt pkts[SL_BURST_MAX];
+	uint32_t n = sl_ring_dequeue_burst(nf->rx, d, SL_BURST_MAX);
+	unsigned np = 0, nbad = 0;
+
+	if (n == 0)
+		return 0;
+	nf->stats.rx_pkts += n;
+	nf->stats.batches++;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sl_region *r = &nf->region[d[i].region];
+		/* never hand the handler a descriptor that points outside its buffer */
+		if (r->base == NULL || d[i].head > d[i].off ||
+		    (uint64_t)d[i].off - d[i].head + r->buf_size > r->size ||
+		    (uint32_t)d[i].head + d[i].len > r->buf_size) {
+			bad[nbad] = d[i];
+			bad[nbad].action = SL_ACT_DROP;
+			bad[nbad].dest = 0;
+			nbad++;
+			continue;
+		}
+		pkts[np].d = d[i];
+		pkts[np].d.action = SL_ACT_NEXT;
+		pkts[np].base = r->base;
+		pkts[np].buf_size = r->buf_size;
+		np++;
+	}
+	if (np != 0)
+		handler(nf, pkts, np, arg);
+	for (unsigned i = 0; i < np; i++)
+		d[i] = pkts[i].d;
+	for (unsigned i = 0; i < nbad; i++)
+		d[np + i] = bad[i];
+	int rc = tx_all(nf, d, n);
+	return rc != 0 ? -rc : (int)n;
+}
+
+int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
+{
+	struct sigaction sa, old_int, old_term;
+	uint64_t spin_ns = (uint64_t)nf->cfg.spin_us * 1000ull;
+	uint64_t idle_since = 0, next_check = 0;
+	uint32_t empty = 0;
+	int rc = 0;
+
+	if (nf == NULL || handler == NULL)
+		return -SL_ERR_FIELD;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; /* no SA_RESTART: a blocked poll() must return EINTR */
+	sig_stop = 0;
+	sig_nf = nf;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	while (!stopping(nf)) {
+		int n = burst(nf, handler, arg);
+		if (n < 0) {
+			rc = n;
+			break;
+		}
+		if (n > 0) {
+			empty = 0;
+			continue;
+		}
+		/* idle */
+		if (nf->cfg.wakeup == SL_WAKE_BLOCK) {
+			rc = -block_rx(nf);
+		} else if (nf->cfg.wakeup == SL_WAKE_ADAPTIVE) {
+			if (empty++ == 0)
+				idle_since = now_ns(CLOCK_MONOTONIC);
+			else if (empty % 64 == 0 && now_ns(CLOCK_MONOTONIC) - idle_since >= spin_ns) {
+				rc = -block_rx(nf);
+				empty = 0;
+			} else
+				__builtin_ia32_pause();
+		} else {
+			__builtin_ia32_pause();
+			if (++empty % SL_SPIN_CHECK == 0) {
+				uint64_t t = now_ns(CLOCK_MONOTONIC_COARSE);
+				if (t >= next_check) {
+					next_check = t + SL_LIVENESS_NS;
+					rc = -check_socket(nf);
+				}
+			}
+		}
+		if (rc != 0)
+			break;
+	}
+
+	/* a requested stop is consumed, so the loop can be run again */
+	__atomic_store_n(&nf->stop, 0, __ATOMIC_RELAXED);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sig_nf = NULL;
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* accessors and configuration                                                 */
+
+uint32_t sl_nf_id(const struct sl_nf *nf) { return nf->nf_id; }
+uint32_t sl_nf_service_id(const struct sl_nf *nf) { return nf->service_id; }
+const char *sl_nf_name(const struct sl_nf *nf) { return nf->cfg.name; }
+
+void sl_nf_get_stats(const struct sl_nf *nf, struct sl_nf_stats *st)
+{
+	*st = nf->stats;
+}
+
+void sl_nf_config_default(struct sl_nf_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", "/run/sluice/nf.sock");
+	snprintf(cfg->name, sizeof(cfg->name), "%s", "nf");
+	snprintf(cfg->service, sizeof(cfg->service), "%s", "nf");
+	cfg->wakeup = SL_WAKE_POLL;
+	cfg->batch = 32;
+	cfg->timeout_us = 100;
+	cfg->spin_us = 200;
+	cfg->attach_timeout_ms = 5000;
+}
+
+static int env_bad(const char *var, const char *val, const char *why)
+{
+	fprintf(stderr, "sluice: %s=\"%s\": %s\n", var, val, why);
+	return -SL_ERR_FIELD;
+}
+
+static int env_u32(const char *var, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	const char *v = getenv(var);
+	if (v == NULL)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || x < lo || x > hi) {
+		char why[64];
+		snprintf(why, sizeof(why), "expected an integer in %u..%u", lo, hi);
+		return env_bad(var, v, why);
+	}
+	*out = (uint32_t)x;
+	return 0;
+}
+
+static int env_name(const char *var, char *dst, size_t size)
+{
+	const char *v = getenv(var);
+	if (v == NULL)
+		return 0;
+	if (!sl__name_ok(v, size))
+		return env_bad(var, v, "expected 1-31 characters of [A-Za-z0-9_.-]");
+	snprintf(dst, size, "%s", v);
+	return 0;
+}
+
+int sl_nf_config_from_env(struct sl_nf_config *cfg)
+{
+	const char *v;
+	int rc = 0;
+
+	if ((v = getenv("SLUICE_NF_SOCKET")) != NULL) {
+		if (v[0] == '\0' || strlen(v) >= sizeof(cfg->socket_path))
+			rc = env_bad("SLUICE_NF_SOCKET", v, "expected a path of 1-107 bytes");
+		else
+			snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", v);
+	}
+	if ((v = getenv("SLUICE_NF_WAKEUP")) != NULL) {
+		if (strcmp(v, "poll") == 0)
+			cfg->wakeup = SL_WAKE_POLL;
+		else if (strcmp(v, "block") == 0)
+			cfg->wakeup = SL_WAKE_BLOCK;
+		else if (strcmp(v, "adaptive") == 0)
+			cfg->wakeup = SL_WAKE_ADAPTIVE;
+		else
+			rc = env_bad("SLUICE_NF_WAKEUP", v, "expected poll, block or adaptive");
+	}
+	if (env_name("SLUICE_NF_NAME", cfg->name, sizeof(cfg->name)) < 0 ||
+	    env_name("SLUICE_NF_SERVICE", cfg->service, sizeof(cfg->service)) < 0 ||
+	    env_u32("SLUICE_NF_BATCH", 1, 65536, &cfg->batch) < 0 ||
+	    env_u32("SLUICE_NF_TIMEOUT_US", 0, 10000000, &cfg->timeout_us) < 0 ||
+	    env_u32("SLUICE_NF_SPIN_US", 0, 10000000, &cfg->spin_us) < 0)
+		rc = -SL_ERR_FIELD;
+	return rc;
+}

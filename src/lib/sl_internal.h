@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Private helpers shared by libsluice's translation units (not installed).
+ */
+#ifndef SLUICE_INTERNAL_H
+#define SLUICE_INTERNAL_H
+
+#include <stddef.h>
+
+/* 1 if s is a valid NF or service name: NUL-terminated within `max` bytes,
+ * non-empty, only [A-Za-z0-9_.-]; else 0. */
+int sl__name_ok(const char *s, size_t max);
+
+#endif /* SLUICE_INTERNAL_H */

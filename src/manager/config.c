@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * sluiced's JSON configuration (the CLI writes it from the user's YAML).
+ * Every error names the field: "chains[1].exit: unknown port 'x'".
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "sluiced.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static bool valid_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= SL_NAME_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+static int get_name(json_t *obj, const char *key, const char *path, char *out, bool required,
+		    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v || json_is_null(v)) {
+		if (required)
+			return fail(err, errlen, "%s.%s: missing", path, key);
+		out[0] = 0;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return fail(err, errlen, "%s.%s: must be a string", path, key);
+	if (!valid_name(json_string_value(v)))
+		return fail(err, errlen, "%s.%s: '%s' is not a valid name (1-31 chars of A-Z a-z 0-9 _ - .)",
+			    path, key, json_string_value(v));
+	strcpy(out, json_string_value(v));
+	return 0;
+}
+
+static int get_uint(json_t *obj, const char *key, uint32_t *out, uint32_t lo, uint32_t hi,
+		    bool pow2, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return fail(err, errlen, "sluiced.%s: must be an integer", key);
+	json_int_t x = json_integer_value(v);
+	if (x < lo || x > hi)
+		return fail(err, errlen, "sluiced.%s: %lld out of range %u..%u", key, (long long)x, lo, hi);
+	if (pow2 && (x & (x - 1)))
+		return fail(err, errlen, "sluiced.%s: %lld is not a power of two", key, (long long)x);
+	*out = (uint32_t)x;
+	return 0;
+}
+
+static int check_keys(json_t *obj, const char *path, const char *const *allowed, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v) {
+		(void)v;
+		bool ok = false;
+		for (const char *const *a = allowed; *a; a++)
+			ok |= strcmp(*a, key) == 0;
+		if (!ok)
+			return fail(err, errlen, "%s.%s: unknown field", path, key);
+	}
+	return 0;
+}
+
+static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "pool_mbufs", "ring_size", "max_nfs", "huge_pages",
+					    "lcores", "socket_dir", NULL };
+	if (!json_is_object(s))
+		return fail(err, errlen, "sluiced: must be an object");
+	if (check_keys(s, "sluiced", keys, err, errlen) ||
+	    get_uint(s, "pool_mbufs", &c->pool_mbufs, 1024, 1u << 20, false, err, errlen) ||
+	    get_uint(s, "ring_size", &c->ring_size, 16, 65536, true, err, errlen) ||
+	    get_uint(s, "max_nfs", &c->max_nfs, 1, 4096, false, err, errlen))
+		return -1;
+	json_t *h = json_object_get(s, "huge_pages");
+	if (h) {
+		const char *v = json_is_string(h) ? json_string_value(h) : NULL;
+		if (json_is_true(h) || (v && !strcmp(v, "on")))
+			c->huge = 1;
+		else if (json_is_false(h) || (v && !strcmp(v, "off")))
+			c->huge = 0;
+		else if (v && !strcmp(v, "auto"))
+			c->huge = -1;
+		else
+			return fail(err, errlen, "sluiced.huge_pages: must be auto, on or off");
+	}
+	json_t *l = json_object_get(s, "lcores");
+	if (l) {
+		if (!json_is_string(l) || json_string_length(l) >= sizeof(c->lcores) || json_string_length(l) == 0)
+			return fail(err, errlen, "sluiced.lcores: must be a string like \"0,1\"");
+		strcpy(c->lcores, json_string_value(l));
+		for (const char *p = c->lcores; *p; p++)
+			if (!((*p >= '0' && *p <= '9') || *p == ','))
+				return fail(err, errlen, "sluiced.lcores: '%s': use \"MAIN,WORKER\" core numbers", c->lcores);
+	}
+	return 0;
+}
+
+static int find_port(const struct config *c, const char *name)
+{
+	for (unsigned i = 0; i < c->nports; i++)
+		if (!strcmp(c->ports[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static int find_chain(const struct config *c, const char *name)
+{
+	for (unsigned i = 0; i < c->nchains; i++)
+		if (!strcmp(c->chains[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+int config_load(const char *path, struct config *c, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof(*c));
+	c->pool_mbufs = 16384;
+	c->ring_size = 1024;
+	c->max_nfs = 64;
+	c->huge = -1;
+	strcpy(c->lcores, "0,1");
+
+	json_error_t je;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return fail(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+	int rc = -1;
+	char where[64];
+	if (!json_is_object(root)) {
+		fail(err, errlen, "config: top level must be an object");
+		goto out;
+	}
+	static const char *const top[] = { "sluiced", "ports", "chains", "nfs", NULL };
+	if (check_keys(root, "config", top, err, errlen))
+		goto out;
+	json_t *s = json_object_get(root, "sluiced");
+	if (s && parse_sluiced(s, c, err, errlen))
+		goto out;
+
+	json_t *ports = json_object_get(root, "ports");
+	if (!json_is_array(ports) || json_array_size(ports) == 0) {
+		fail(err, errlen, "ports: must be a non-empty list");
+		goto out;
+	}
+	if (json_array_size(ports) > SL_MAX_PORTS) {
+		fail(err, errlen, "ports: at most %d ports", SL_MAX_PORTS);
+		goto out;
+	}
+	static const char *const port_keys[] = { "name", "vdev", "chain", NULL };
+	size_t i;
+	json_t *v;
+	json_array_foreach(ports, i, v) {
+		struct cfg_port *p = &c->ports[i];
+		snprintf(where, sizeof(where), "ports[%zu]", i);
+		if (!json_is_object(v)) {
+			fail(err, errlen, "%s: must be an object", where);
+			goto out;
+		}
+		if (check_keys(v, where, port_keys, err, errlen) ||
+		    get_name(v, "name", where, p->name, true, err, errlen) ||
+		    get_name(v, "chain", where, p->chain, false, err, errlen))
+			goto out;
+		json_t *vd = json_object_get(v, "vdev");
+		if (!json_is_string(vd) || json_string_length(vd) == 0 || json_string_length(vd) >= sizeof(p->vdev)) {
+			fail(err, errlen, "%s.vdev: must be a DPDK vdev string like \"net_null0\"", where);
+			goto out;
+		}
+		strcpy(p->vdev, json_string_value(vd));
+		if (strncmp(p->vdev, "net_", 4) != 0) {
+			fail(err, errlen, "%s.vdev: '%s' is not a net_* virtual device (PCI devices are not supported yet)",
+			     where, p->vdev);
+			goto out;
+		}
+		if (find_port(c, p->name) >= 0) {
+			fail(err, errlen, "%s.name: duplicate port name '%s'", where, p->name);
+			goto out;
+		}
+		c->nports++;
+	}
+
+	json_t *nfs = json_object_get(root, "nfs");
+	if (nfs && !json_is_array(nfs)) {
+		fail(err, errlen, "nfs: must be a list");
+		goto out;
+	}
+	c->services = calloc(json_array_size(nfs) + 1, sizeof(*c->services));
+	json_array_foreach(nfs, i, v) {
+		snprintf(where, sizeof(where), "nfs[%zu]", i);
+		if (!json_is_object(v)) {
+			fail(err, errlen, "%s: must be an object", where);
+			goto out;
+		}
+		if (get_name(v, "name", where, c->services[c->nservices], true, err, errlen))
+			goto out;
+		c->nservices++;
+	}
+
+	json_t *chains = json_object_get(root, "chains");
+	if (chains && !json_is_array(chains)) {
+		fail(err, errlen, "chains: must be a list");
+		goto out;
+	}
+	c->chains = calloc(json_array_size(chains) + 1, sizeof(*c->chains));
+	static const char *const chain_keys[] = { "name", "nfs", "exit", NULL };
+	json_array_foreach(chains, i, v) {
+		struct cfg_chain *ch = &c->chains[i];
+		snprintf(where, sizeof(where), "chains[%zu]", i);
+		if (!json_is_object(v)) {
+			fail(err, errlen, "%s: must be an object", where);
+			goto out;
+		}
+		if (check_keys(v, where, chain_keys, err, errlen) ||
+		    get_name(v, "name", where, ch->name, true, err, errlen) ||
+		    get_name(v, "exit", where, ch->exit, false, err, errlen))
+			goto out;
+		if (find_chain(c, ch->name) >= 0) {
+			fail(err, errlen, "%s.name: duplicate chain name '%s'", where, ch->name);
+			goto out;
+		}
+		if (ch->exit[0] && find_port(c, ch->exit) < 0) {
+			fail(err, errlen, "%s.exit: unknown port '%s'", where, ch->exit);
+			goto out;
+		}
+		json_t *list = json_object_get(v, "nfs");
+		if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 250) {
+			fail(err, errlen, "%s.nfs: must be a list of 1..250 service names", where);
+			goto out;
+		}
+		ch->svc = calloc(json_array_size(list), sizeof(*ch->svc));
+		size_t j;
+		json_t *sv;
+		json_array_foreach(list, j, sv) {
+			if (!json_is_string(sv) || !valid_name(json_string_value(sv))) {
+				fail(err, errlen, "%s.nfs[%zu]: must be a service name", where, j);
+				goto out;
+			}
+			strcpy(ch->svc[j], json_string_value(sv));
+			ch->nsvc++;
+		}
+		c->nchains++;
+	}
+	for (i = 0; i < c->nports; i++) {
+		if (c->ports[i].chain[0] && find_chain(c, c->ports[i].chain) < 0) {
+			fail(err, errlen, "ports[%zu].chain: unknown chain '%s'", i, c->ports[i].chain);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	if (rc)
+		config_free(c);
+	return rc;
+}
+
+void config_free(struct config *c)
+{
+	for (unsigned i = 0; c->chains && i < c->nchains + 1; i++)
+		free(c->chains[i].svc);
+	free(c->chains);
+	free(c->services);
+	c->chains = NULL;
+	c->services = NULL;
+	c->nchains = 0;
+	c->nservices = 0;
+}

@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The JSON control socket (docs/api.md): newline-delimited requests, one
+ * response line each. Served by the main lcore; reads counters the worker
+ * writes (plain 64-bit loads, good enough for statistics) and changes the
+ * data path only through worker commands.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <jansson.h>
+
+#include <rte_mempool.h>
+
+#include "sluiced.h"
+
+#define CTL_MAX_CONNS 64
+#define CTL_LINE_MAX 65536
+
+struct ctl_conn {
+	int fd;
+	size_t len;
+	char *buf;
+};
+
+static struct ctl_conn conns[CTL_MAX_CONNS];
+
+int ctl_listen(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", M.ctl_sock_path);
+	unlink(M.ctl_sock_path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || chmod(M.ctl_sock_path, 0660) < 0 ||
+	    listen(fd, 32) < 0) {
+		LOG("control socket %s: %s", M.ctl_sock_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	for (int i = 0; i < CTL_MAX_CONNS; i++)
+		conns[i].fd = -1;
+	M.ctl_listen = fd;
+	return 0;
+}
+
+static void conn_close(struct ctl_conn *c)
+{
+	if (c->fd < 0)
+		return;
+	epoll_ctl(M.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c->buf);
+	c->fd = -1;
+	c->buf = NULL;
+	c->len = 0;
+}
+
+void ctl_close_all(void)
+{
+	for (int i = 0; i < CTL_MAX_CONNS; i++)
+		conn_close(&conns[i]);
+}
+
+void ctl_accept(void)
+{
+	for (;;) {
+		int fd = accept4(M.ctl_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		int slot = -1;
+		for (int i = 0; i < CTL_MAX_CONNS && slot < 0; i++)
+			if (conns[i].fd < 0)
+				slot = i;
+		if (slot < 0) {
+			static const char msg[] = "{\"ok\":false,\"error\":\"too many control connections\"}\n";
+			(void)!write(fd, msg, sizeof(msg) - 1);
+			close(fd);
+			continue;
+		}
+		conns[slot] = (struct ctl_conn){ .fd = fd, .buf = malloc(CTL_LINE_MAX) };
+		if (!conns[slot].buf) {
+			close(fd);
+			conns[slot].fd = -1;
+			continue;
+		}
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+					  .data.u64 = ((uint64_t)EP_CTL << 32) | (uint32_t)slot };
+		epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+}
+
+/* Write all of s (bounded wait: a client that stops reading is dropped). */
+static int send_all(int fd, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			s += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			if (poll(&p, 1, 2000) <= 0)
+				return -1;
+			continue;
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- JSON views ---- */
+
+static const char *wake_name(uint8_t w)
+{
+	return w == SL_WAKE_BLOCK ? "block" : w == SL_WAKE_ADAPTIVE ? "adaptive" : "poll";
+}
+
+static json_t *j_chain(const struct route *rt, unsigned i)
+{
+	const struct chain *c = &rt->chains[i];
+	json_t *svcs = json_array();
+	for (unsigned k = 0; k < c->len; k++)
+		json_array_append_new(svcs, json_string(M.services[c->svc[k]].name));
+	return json_pack("{s:I,s:s,s:o,s:o}", "id", (json_int_t)i, "name", c->name, "nfs", svcs, "exit",
+			 c->exit >= 0 ? json_string(M.ports[c->exit].name) : json_null());
+}
+
+static json_t *j_chains(void)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; i < M.route->nchains; i++)
+		json_array_append_new(a, j_chain(M.route, i));
+	return a;
+}
+
+static json_t *j_port(unsigned i)
+{
+	const struct port *p = &M.ports[i];
+	int32_t c = M.route->port_chain[i];
+	return json_pack("{s:I,s:s,s:s,s:o,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I}}", "id", (json_int_t)i, "name",
+			 p->name, "vdev", p->vdev, "chain",
+			 c >= 0 ? json_string(M.route->chains[c].name) : json_null(), "rx_pkts",
+			 (json_int_t)p->st.rx_pkts, "rx_bytes", (json_int_t)p->st.rx_bytes, "tx_pkts",
+			 (json_int_t)p->st.tx_pkts, "tx_bytes", (json_int_t)p->st.tx_bytes, "drops", "tx_full",
+			 (json_int_t)p->st.drop_tx_full, "no_path", (json_int_t)p->st.drop_no_path, "rx_invalid",
+			 (json_int_t)p->st.drop_rx_invalid);
+}
+
+static json_t *j_ports(void)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; i < M.nports; i++)
+		json_array_append_new(a, j_port(i));
+	return a;
+}
+
+static json_t *j_nfs(void)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; i < M.max_nfs; i++) {
+		const struct nf *nf = &M.nfs[i];
+		if (nf->state != NF_ATTACHED)
+			continue;
+		json_array_append_new(
+			a, json_pack("{s:I,s:s,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I}}", "id",
+				     (json_int_t)i, "name", nf->name, "service", M.services[nf->service].name,
+				     "service_id", (json_int_t)nf->service, "pid", (json_int_t)nf->pid, "uid",
+				     (json_int_t)nf->uid, "wakeup", wake_name(nf->wakeup), "batch",
+				     (json_int_t)nf->batch, "timeout_us", (json_int_t)nf->timeout_us, "rx_pkts",
+				     (json_int_t)nf->st.rx_pkts, "rx_bytes", (json_int_t)nf->st.rx_bytes, "tx_pkts",
+				     (json_int_t)nf->st.tx_pkts, "tx_bytes", (json_int_t)nf->st.tx_bytes, "lent",
+				     (json_int_t)nf->lent, "kicks", (json_int_t)nf->st.kicks, "drops", "ring_full",
+				     (json_int_t)nf->st.drop_ring_full, "invalid_desc", (json_int_t)nf->st.drop_invalid));
+	}
+	return a;
+}
+
+static json_t *j_services(void)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; i < M.nservices; i++) {
+		const struct service *s = &M.services[i];
+		json_t *inst = json_array();
+		uint16_t n = s->ninst;
+		for (uint16_t k = 0; k < n && k < SL_MAX_INSTANCES; k++)
+			json_array_append_new(inst, json_string(M.nfs[s->inst[k]].name));
+		json_array_append_new(a, json_pack("{s:I,s:s,s:o,s:{s:I}}", "id", (json_int_t)i, "name", s->name,
+						   "instances", inst, "drops", "nf_gone", (json_int_t)s->drop_nf_gone));
+	}
+	return a;
+}
+
+static uint64_t lent_total(void)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < M.max_nfs; i++)
+		if (M.nfs[i].state == NF_ATTACHED)
+			n += M.nfs[i].lent;
+	return n;
+}
+
+static json_t *j_pool(void)
+{
+	return json_pack("{s:I,s:I,s:I}", "mbufs", (json_int_t)M.region.nbufs, "free",
+			 (json_int_t)rte_mempool_avail_count(M.region.pool), "lent", (json_int_t)lent_total());
+}
+
+static json_t *j_status(void)
+{
+	uint32_t nnf = 0;
+	for (uint32_t i = 0; i < M.max_nfs; i++)
+		nnf += M.nfs[i].state == NF_ATTACHED;
+	return json_pack("{s:b,s:s,s:I,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ok", 1, "version",
+			 SLUICED_VERSION, "pid", (json_int_t)getpid(), "uptime_s",
+			 (json_int_t)((now_ms() - M.started_ms) / 1000), "huge_pages", M.region.huge,
+			 "region_bytes", (json_int_t)M.region.size, "mbufs", (json_int_t)M.region.nbufs,
+			 "mbufs_free", (json_int_t)rte_mempool_avail_count(M.region.pool), "mbufs_lent",
+			 (json_int_t)lent_total(), "nf_count", (json_int_t)nnf, "port_count",
+			 (json_int_t)M.nports, "chain_count", (json_int_t)M.route->nchains, "worker_lcore",
+			 (json_int_t)M.worker_lcore, "max_nfs", (json_int_t)M.max_nfs);
+}
+
+static json_t *error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:b,s:s}", "ok", 0, "error", msg);
+}
+
+static json_t *ok_with(const char *key, json_t *v)
+{
+	return json_pack("{s:b,s:o}", "ok", 1, key, v);
+}
+
+/* Publish a new route to the worker and free the old one. */
+static void route_publish(struct route *nr)
+{
+	struct wcmd c = { .type = WCMD_ROUTE_SET, .route = nr };
+	worker_call(&c);
+	route_free(c.route);
+}
+
+static json_t *cmd_chain_set(json_t *req)
+{
+	json_t *name = json_object_get(req, "name"), *list = json_object_get(req, "nfs"),
+	       *exit = json_object_get(req, "exit");
+	if (!json_is_string(name))
+		return error("chain_set: field 'name': must be a string");
+	if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 250)
+		return error("chain_set: field 'nfs': must be a list of 1..250 service names");
+	int32_t exit_port = -1;
+	if (exit && !json_is_null(exit)) {
+		if (!json_is_string(exit) || (exit_port = port_lookup(json_string_value(exit))) < 0)
+			return error("chain_set: field 'exit': unknown port '%s'",
+				     json_is_string(exit) ? json_string_value(exit) : "?");
+	}
+	/* Build the new chain spec list: the current chains with this one replaced or added. */
+	const struct route *cur = M.route;
+	unsigned n = cur->nchains;
+	struct cfg_chain *specs = calloc(n + 1, sizeof(*specs));
+	int found = -1;
+	for (unsigned i = 0; i < n; i++) {
+		const struct chain *c = &cur->chains[i];
+		snprintf(specs[i].name, SL_NAME_LEN, "%s", c->name);
+		specs[i].nsvc = c->len;
+		specs[i].svc = calloc(c->len, SL_NAME_LEN);
+		for (unsigned k = 0; k < c->len; k++)
+			snprintf(specs[i].svc[k], SL_NAME_LEN, "%s", M.services[c->svc[k]].name);
+		snprintf(specs[i].exit, SL_NAME_LEN, "%s", c->exit >= 0 ? M.ports[c->exit].name : "");
+		if (!strcmp(c->name, json_string_value(name)))
+			found = (int)i;
+	}
+	unsigned idx = found >= 0 ? (unsigned)found : n;
+	struct cfg_chain *t = &specs[idx];
+	free(t->svc);
+	snprintf(t->name, SL_NAME_LEN, "%s", json_string_value(name));
+	t->nsvc = (unsigned)json_array_size(list);
+	t->svc = calloc(t->nsvc, SL_NAME_LEN);
+	snprintf(t->exit, SL_NAME_LEN, "%s", exit_port >= 0 ? M.ports[exit_port].name : "");
+	json_t *res = NULL;
+	for (unsigned k = 0; k < t->nsvc && !res; k++) {
+		json_t *s = json_array_get(list, k);
+		if (!json_is_string(s) || strlen(json_string_value(s)) >= SL_NAME_LEN)
+			res = error("chain_set: field 'nfs[%u]': must be a service name", k);
+		else
+			snprintf(t->svc[k], SL_NAME_LEN, "%s", json_string_value(s));
+	}
+	unsigned total = found >= 0 ? n : n + 1;
+	int32_t port_chain[SL_MAX_PORTS];
+	memcpy(port_chain, cur->port_chain, sizeof(port_chain));
+	char err[256];
+	struct route *nr = res ? NULL : route_build(specs, total, port_chain, err, sizeof(err));
+	if (!res && !nr)
+		res = error("chain_set: %s", err);
+	for (unsigned i = 0; i < total; i++)
+		free(specs[i].svc);
+	free(specs);
+	if (res)
+		return res;
+	route_publish(nr);
+	LOG("control: chain %s set (%u services)", json_string_value(name), t->nsvc);
+	return ok_with("chain", j_chain(M.route, idx));
+}
+
+static json_t *cmd_port_chain_set(json_t *req)
+{
+	json_t *port = json_object_get(req, "port"), *chain = json_object_get(req, "chain");
+	int pi = json_is_string(port) ? port_lookup(json_string_value(port)) : -1;
+	if (pi < 0)
+		return error("port_chain_set: field 'port': unknown port '%s'",
+			     json_is_string(port) ? json_string_value(port) : "?");
+	int32_t ci = -1;
+	if (chain && !json_is_null(chain)) {
+		if (json_is_string(chain))
+			for (unsigned i = 0; i < M.route->nchains; i++)
+				if (!strcmp(M.route->chains[i].name, json_string_value(chain)))
+					ci = (int32_t)i;
+		if (ci < 0)
+			return error("port_chain_set: field 'chain': unknown chain '%s'",
+				     json_is_string(chain) ? json_string_value(chain) : "?");
+	}
+	/* Copy the current route (chains unchanged) with the new ingress mapping. */
+	const struct route *cur = M.route;
+	struct cfg_chain *specs = calloc(cur->nchains + 1, sizeof(*specs));
+	for (unsigned i = 0; i < cur->nchains; i++) {
+		const struct chain *c = &cur->chains[i];
+		snprintf(specs[i].name, SL_NAME_LEN, "%s", c->name);
+		specs[i].nsvc = c->len;
+		specs[i].svc = calloc(c->len, SL_NAME_LEN);
+		for (unsigned k = 0; k < c->len; k++)
+			snprintf(specs[i].svc[k], SL_NAME_LEN, "%s", M.services[c->svc[k]].name);
+		snprintf(specs[i].exit, SL_NAME_LEN, "%s", c->exit >= 0 ? M.ports[c->exit].name : "");
+	}
+	int32_t port_chain[SL_MAX_PORTS];
+	memcpy(port_chain, cur->port_chain, sizeof(port_chain));
+	port_chain[pi] = ci;
+	char err[256];
+	struct route *nr = route_build(specs, cur->nchains, port_chain, err, sizeof(err));
+	for (unsigned i = 0; i < cur->nchains; i++)
+		free(specs[i].svc);
+	free(specs);
+	if (!nr)
+		return error("port_chain_set: %s", err);
+	route_publish(nr);
+	return ok_with("port", j_port((unsigned)pi));
+}
+
+static json_t *dispatch(json_t *req, bool *shutdown)
+{
+	if (!json_is_object(req))
+		return error("request must be a JSON object");
+	json_t *cmd = json_object_get(req, "cmd");
+	if (!json_is_string(cmd))
+		return error("field 'cmd': missing or not a string");
+	const char *c = json_string_value(cmd);
+	if (!strcmp(c, "status"))
+		return j_status();
+	if (!strcmp(c, "ports"))
+		return ok_with("ports", j_ports());
+	if (!strcmp(c, "nfs"))
+		return ok_with("nfs", j_nfs());
+	if (!strcmp(c, "chains"))
+		return ok_with("chains", j_chains());
+	if (!strcmp(c, "stats")) {
+		const struct drops *d = &M.drops;
+		return json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports", j_ports(),
+				 "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool", j_pool(),
+				 "drops", "ring_full", (json_int_t)d->ring_full, "no_path", (json_int_t)d->no_path,
+				 "nf_gone", (json_int_t)d->nf_gone, "invalid_desc", (json_int_t)d->invalid_desc,
+				 "tx_full", (json_int_t)d->tx_full, "rx_invalid", (json_int_t)d->rx_invalid);
+	}
+	if (!strcmp(c, "chain_set"))
+		return cmd_chain_set(req);
+	if (!strcmp(c, "port_chain_set"))
+		return cmd_port_chain_set(req);
+	if (!strcmp(c, "shutdown")) {
+		*shutdown = true;
+		return json_pack("{s:b}", "ok", 1);
+	}
+	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
+		     "port_chain_set, shutdown)", c);
+}
+
+static int reply(struct ctl_conn *c, json_t *resp)
+{
+	char *s = json_dumps(resp, JSON_COMPACT);
+	json_decref(resp);
+	if (!s)
+		return -1;
+	size_t n = strlen(s);
+	int rc = send_all(c->fd, s, n);
+	if (rc == 0)
+		rc = send_all(c->fd, "\n", 1);
+	free(s);
+	return rc;
+}
+
+void ctl_event(void *arg, uint32_t events)
+{
+	struct ctl_conn *c = &conns[(uintptr_t)arg];
+	if (c->fd < 0)
+		return;
+	(void)events;
+	for (;;) {
+		ssize_t n = recv(c->fd, c->buf + c->len, CTL_LINE_MAX - c->len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			conn_close(c);
+			return;
+		}
+		c->len += (size_t)n;
+		char *nl;
+		while ((nl = memchr(c->buf, '\n', c->len))) {
+			*nl = 0;
+			size_t line = (size_t)(nl - c->buf);
+			json_error_t je;
+			bool shutdown = false;
+			json_t *req = json_loadb(c->buf, line, JSON_REJECT_DUPLICATES, &je);
+			json_t *resp = req ? dispatch(req, &shutdown)
+					   : error("invalid JSON at column %d: %s", je.column, je.text);
+			json_decref(req);
+			memmove(c->buf, nl + 1, c->len - line - 1);
+			c->len -= line + 1;
+			if (reply(c, resp) < 0) {
+				conn_close(c);
+				return;
+			}
+			if (shutdown) {
+				LOG("control: shutdown requested");
+				M.stop = true;
+			}
+		}
+		if (c->len == CTL_LINE_MAX) {
+			reply(c, error("request line longer than %d bytes", CTL_LINE_MAX));
+			conn_close(c);
+			return;
+		}
+	}
+}

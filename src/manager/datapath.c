@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The worker: one lcore, batch-oriented end to end.
+ *
+ *   RX burst from every port -> first hop (ingress port -> chain) -> stage
+ *   descriptors per NF -> drain every NF's TX ring -> act on each returned
+ *   descriptor (NEXT / TO_NF / OUT / DROP) -> flush NF staging into RX rings
+ *   (kicking sleepers) and port staging into TX bursts.
+ *
+ * Nothing here allocates, locks or logs per packet. Control changes arrive as
+ * commands executed at the top of the loop, between bursts.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+
+#include "sluice/ring.h"
+#include "sluiced.h"
+
+/* Worker-private lists (ids into M.nfs). */
+static uint16_t *active;   /* attached NFs, polled for returns */
+static uint32_t nactive;
+static uint16_t *dirty;    /* NFs with staged descriptors */
+static uint32_t ndirty;
+static uint16_t *waiting;  /* sleeping NFs with packets waiting for a kick */
+static uint32_t nwaiting;
+static uint16_t *dirty_ports;
+static uint32_t ndirty_ports;
+
+static inline void drop(struct rte_mbuf *m)
+{
+	rte_pktmbuf_free(m);
+}
+
+static inline uint32_t mix32(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352d;
+	x ^= x >> 15;
+	x *= 0x846ca68b;
+	x ^= x >> 16;
+	return x;
+}
+
+/* Flow hash over the IPv4 5-tuple (bounds-checked), so a flow sticks to a replica. */
+static uint32_t flow_hash(const struct rte_mbuf *m)
+{
+	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t len = m->data_len;
+	if (len < sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr))
+		return 0;
+	const struct rte_ether_hdr *eth = (const void *)p;
+	if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return mix32(eth->ether_type);
+	const struct rte_ipv4_hdr *ip = (const void *)(p + sizeof(*eth));
+	uint32_t h = mix32(ip->src_addr) ^ mix32(ip->dst_addr + ip->next_proto_id);
+	uint32_t ihl = (ip->version_ihl & 0xf) * 4u;
+	if ((ip->next_proto_id == IPPROTO_TCP || ip->next_proto_id == IPPROTO_UDP) &&
+	    sizeof(*eth) + ihl + 4 <= len) {
+		uint32_t ports;
+		memcpy(&ports, p + sizeof(*eth) + ihl, 4);
+		h ^= mix32(ports);
+	}
+	return h;
+}
+
+/* Rendezvous hashing: adding or removing a replica moves only its share. */
+static inline uint16_t pick_instance(const struct service *s, const struct rte_mbuf *m)
+{
+	if (s->ninst == 1)
+		return s->inst[0];
+	uint32_t h = flow_hash(m), best = 0;
+	uint16_t pick = s->inst[0];
+	for (uint16_t i = 0; i < s->ninst; i++) {
+		uint32_t score = mix32(h ^ (s->inst[i] * 0x9e3779b9u));
+		if (score >= best) {
+			best = score;
+			pick = s->inst[i];
+		}
+	}
+	return pick;
+}
+
+static void kick(struct nf *nf)
+{
+	uint64_t one = 1;
+	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
+		nf->st.kicks++;
+	nf->first_wait = 0;
+}
+
+static void flush_nf(struct nf *nf)
+{
+	uint32_t n = sl_ring_enqueue_burst(nf->rx, nf->stage, nf->nstage);
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < n; i++)
+		bytes += nf->stage[i].len;
+	nf->lent += n;
+	nf->st.rx_pkts += n;
+	nf->st.rx_bytes += bytes;
+	for (uint32_t i = n; i < nf->nstage; i++) {
+		uint32_t id = nf->stage[i].buf;
+		sl_lend_return(&M.region.lend, id);
+		drop(M.region.bufs[id]);
+	}
+	if (n < nf->nstage) {
+		nf->st.drop_ring_full += nf->nstage - n;
+		M.drops.ring_full += nf->nstage - n;
+	}
+	nf->nstage = 0;
+	if (nf->wakeup != SL_WAKE_POLL && n > 0) {
+		if (sl_ring_needs_kick(nf->rx)) {
+			uint64_t now = rte_rdtsc();
+			if (!nf->first_wait)
+				nf->first_wait = now;
+			if (sl_ring_count(nf->rx) >= nf->batch || now - nf->first_wait >= nf->timeout_cyc) {
+				kick(nf);
+			} else {
+				bool listed = false;
+				for (uint32_t i = 0; i < nwaiting; i++)
+					listed |= &M.nfs[waiting[i]] == nf;
+				if (!listed)
+					waiting[nwaiting++] = (uint16_t)(nf - M.nfs);
+			}
+		} else {
+			nf->first_wait = 0;
+		}
+	}
+}
+
+/* Age sleeping NFs' waiting packets: kick at the deadline. */
+static void check_waiting(void)
+{
+	if (nwaiting == 0)
+		return;
+	uint64_t now = rte_rdtsc();
+	for (uint32_t i = 0; i < nwaiting;) {
+		struct nf *nf = &M.nfs[waiting[i]];
+		bool keep = false;
+		if (nf->active && nf->first_wait && sl_ring_count(nf->rx) > 0) {
+			if (!__atomic_load_n(&nf->rx->need_kick, __ATOMIC_RELAXED))
+				nf->first_wait = 0; /* it woke by itself */
+			else if (now - nf->first_wait >= nf->timeout_cyc)
+				kick(nf);
+			else
+				keep = true;
+		} else {
+			nf->first_wait = 0;
+		}
+		if (keep)
+			i++;
+		else
+			waiting[i] = waiting[--nwaiting];
+	}
+}
+
+static void flush_port(struct port *p, uint16_t pi)
+{
+	(void)pi;
+	uint64_t bytes = 0;
+	for (uint16_t i = 0; i < p->ntx; i++)
+		bytes += p->tx[i]->pkt_len;
+	uint16_t sent = rte_eth_tx_burst(p->port_id, 0, p->tx, p->ntx);
+	for (uint16_t i = sent; i < p->ntx; i++) {
+		bytes -= p->tx[i]->pkt_len;
+		drop(p->tx[i]);
+	}
+	p->st.tx_pkts += sent;
+	p->st.tx_bytes += bytes;
+	if (sent < p->ntx) {
+		p->st.drop_tx_full += p->ntx - sent;
+		M.drops.tx_full += p->ntx - sent;
+	}
+	p->ntx = 0;
+}
+
+static inline void to_port(uint16_t pi, struct rte_mbuf *m)
+{
+	struct port *p = &M.ports[pi];
+	if (!p->listed) {
+		p->listed = true;
+		dirty_ports[ndirty_ports++] = pi;
+	}
+	p->tx[p->ntx++] = m;
+	if (p->ntx == SL_BURST)
+		flush_port(p, pi);
+}
+
+static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
+{
+	M.ports[in_port].st.drop_no_path++;
+	M.drops.no_path++;
+	drop(m);
+}
+
+/* Hand a packet to a service: pick a replica, stage its descriptor. */
+static inline void to_service(uint16_t svc, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
+{
+	struct service *s = &M.services[svc];
+	if (unlikely(s->ninst == 0)) {
+		s->drop_nf_gone++;
+		M.drops.nf_gone++;
+		drop(m);
+		return;
+	}
+	uint16_t id = pick_instance(s, m);
+	struct nf *nf = &M.nfs[id];
+	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
+		nf->st.drop_ring_full++;
+		M.drops.ring_full++;
+		drop(m);
+		return;
+	}
+	if (nf->nstage == SL_BURST)
+		flush_nf(nf);
+	uint32_t b = mbuf_id(m);
+	struct sl_bufstate *st = &M.region.st[b];
+	st->chain = chain;
+	st->hop = hop;
+	st->in_port = in_port;
+	sl_lend_out(&M.region.lend, b, id, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
+	if (!nf->dirty) {
+		nf->dirty = true;
+		dirty[ndirty++] = id;
+	}
+}
+
+/* NEXT: the service after the packet's current hop, or the chain's exit. */
+static inline void next_hop(struct rte_mbuf *m, const struct sl_bufstate *st, const struct route *rt)
+{
+	if (unlikely(st->chain >= rt->nchains)) {
+		no_path(m, st->in_port);
+		return;
+	}
+	const struct chain *ch = &rt->chains[st->chain];
+	unsigned hop = st->hop == SL_HOP_DETACHED ? ch->len : st->hop + 1u;
+	if (hop < ch->len)
+		to_service(ch->svc[hop], m, st->chain, (uint8_t)hop, st->in_port);
+	else if (ch->exit >= 0)
+		to_port((uint16_t)ch->exit, m);
+	else
+		no_path(m, st->in_port);
+}
+
+static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, const struct route *rt)
+{
+	struct region *r = &M.region;
+	enum sl_desc_verdict v = sl_lend_check(&r->lend, d, id, (uint16_t)M.nports, (uint16_t)M.nservices);
+	if (unlikely(v != SL_DESC_OK)) {
+		nf->st.drop_invalid++;
+		M.drops.invalid_desc++;
+		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
+			sl_lend_return(&r->lend, d->buf);
+			nf->lent--;
+			drop(r->bufs[d->buf]);
+		}
+		return;
+	}
+	struct rte_mbuf *m = r->bufs[d->buf];
+	sl_lend_return(&r->lend, d->buf);
+	nf->lent--;
+	nf->st.tx_pkts++;
+	nf->st.tx_bytes += d->len;
+	m->data_off = d->head;
+	m->data_len = d->len;
+	m->pkt_len = d->len;
+	struct sl_bufstate *st = &r->st[d->buf];
+	switch (d->action) {
+	case SL_ACT_NEXT:
+		next_hop(m, st, rt);
+		break;
+	case SL_ACT_OUT:
+		to_port(d->dest, m);
+		break;
+	case SL_ACT_TO_NF: {
+		uint8_t hop = SL_HOP_DETACHED;
+		if (st->chain < rt->nchains) {
+			const struct chain *ch = &rt->chains[st->chain];
+			for (unsigned i = 0; i < ch->len; i++)
+				if (ch->svc[i] == d->dest) {
+					hop = (uint8_t)i;
+					break;
+				}
+		}
+		to_service(d->dest, m, st->chain, hop, st->in_port);
+		break;
+	}
+	default: /* SL_ACT_DROP */
+		drop(m);
+		break;
+	}
+}
+
+static void drain_nf(uint16_t id, const struct route *rt)
+{
+	struct nf *nf = &M.nfs[id];
+	struct sl_desc d[SL_BURST];
+	uint32_t n = sl_ring_dequeue_burst(nf->tx, d, SL_BURST);
+	for (uint32_t i = 0; i < n; i++)
+		handle_returned(id, nf, &d[i], rt);
+}
+
+static void flush_all(void)
+{
+	for (uint32_t i = 0; i < ndirty; i++) {
+		struct nf *nf = &M.nfs[dirty[i]];
+		if (nf->nstage)
+			flush_nf(nf);
+		nf->dirty = false;
+	}
+	ndirty = 0;
+	for (uint32_t i = 0; i < ndirty_ports; i++) {
+		struct port *p = &M.ports[dirty_ports[i]];
+		if (p->ntx)
+			flush_port(p, dirty_ports[i]);
+		p->listed = false;
+	}
+	ndirty_ports = 0;
+}
+
+uint32_t nf_reclaim(uint32_t id)
+{
+	struct region *r = &M.region;
+	uint16_t owner = (uint16_t)(id + 1);
+	uint32_t n = 0;
+	for (uint32_t b = 0; b < r->nbufs; b++) {
+		if (r->st[b].owner == owner) {
+			sl_lend_return(&r->lend, b);
+			drop(r->bufs[b]);
+			n++;
+		}
+	}
+	M.nfs[id].lent = 0;
+	return n;
+}
+
+static void service_remove_instance(struct service *s, uint16_t id)
+{
+	for (uint16_t i = 0; i < s->ninst; i++) {
+		if (s->inst[i] == id) {
+			s->inst[i] = s->inst[--s->ninst];
+			return;
+		}
+	}
+}
+
+static void exec_cmd(struct wcmd *c)
+{
+	switch (c->type) {
+	case WCMD_NF_ADD: {
+		struct nf *nf = &M.nfs[c->nf];
+		struct service *s = &M.services[nf->service];
+		nf->nstage = 0;
+		nf->dirty = false;
+		nf->first_wait = 0;
+		nf->lent = 0;
+		c->result = 0;
+		if (s->ninst >= SL_MAX_INSTANCES) {
+			c->result = 1;
+			break;
+		}
+		active[nactive++] = (uint16_t)c->nf;
+		s->inst[s->ninst++] = (uint16_t)c->nf;
+		nf->active = true;
+		break;
+	}
+	case WCMD_NF_REMOVE: {
+		struct nf *nf = &M.nfs[c->nf];
+		if (!nf->active) {
+			c->result = 0;
+			break;
+		}
+		service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
+		/* What the NF already returned is processed normally: nothing it finished is lost. */
+		for (int i = 0; i < 1024 && sl_ring_count(nf->tx) > 0; i++)
+			drain_nf((uint16_t)c->nf, M.route);
+		flush_all();
+		c->result = nf_reclaim(c->nf);
+		for (uint32_t i = 0; i < nactive; i++)
+			if (active[i] == c->nf) {
+				active[i] = active[--nactive];
+				break;
+			}
+		for (uint32_t i = 0; i < nwaiting; i++)
+			if (waiting[i] == c->nf) {
+				waiting[i] = waiting[--nwaiting];
+				break;
+			}
+		nf->active = false;
+		break;
+	}
+	case WCMD_ROUTE_SET: {
+		struct route *old = M.route;
+		M.route = c->route;
+		c->route = old;
+		break;
+	}
+	case WCMD_STOP:
+		M.worker_running = false;
+		break;
+	}
+}
+
+void worker_call(struct wcmd *c)
+{
+	c->done = 0;
+	if (!M.worker_running) {
+		exec_cmd(c);
+		return;
+	}
+	while (rte_ring_enqueue(M.cmdq, c) != 0)
+		usleep(10);
+	while (!__atomic_load_n(&c->done, __ATOMIC_ACQUIRE))
+		usleep(5);
+}
+
+static int worker_lists_init(void)
+{
+	active = calloc(M.max_nfs, sizeof(*active));
+	dirty = calloc(M.max_nfs, sizeof(*dirty));
+	waiting = calloc(M.max_nfs, sizeof(*waiting));
+	dirty_ports = calloc(SL_MAX_PORTS, sizeof(*dirty_ports));
+	return active && dirty && waiting && dirty_ports ? 0 : -1;
+}
+
+int worker_main(void *arg)
+{
+	(void)arg;
+	struct rte_mbuf *pkts[SL_BURST];
+	LOG("worker: data path running on lcore %u", rte_lcore_id());
+	while (M.worker_running) {
+		void *obj;
+		while (rte_ring_dequeue(M.cmdq, &obj) == 0) {
+			struct wcmd *c = obj;
+			exec_cmd(c);
+			__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+		}
+		const struct route *rt = M.route;
+
+		for (uint16_t pi = 0; pi < M.nports; pi++) {
+			int32_t c = rt->port_chain[pi];
+			if (c < 0)
+				continue; /* TX-only port: not polled */
+			struct port *p = &M.ports[pi];
+			uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, SL_BURST);
+			if (n == 0)
+				continue;
+			uint64_t bytes = 0;
+			for (uint16_t i = 0; i < n; i++) {
+				struct rte_mbuf *m = pkts[i];
+				bytes += m->pkt_len;
+				if (unlikely(m->nb_segs != 1)) {
+					p->st.drop_rx_invalid++;
+					M.drops.rx_invalid++;
+					drop(m);
+				} else {
+					to_service(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi);
+				}
+			}
+			p->st.rx_pkts += n;
+			p->st.rx_bytes += bytes;
+			/* keep NF rings fed in bursts even when many ports are busy */
+		}
+		for (uint32_t i = 0; i < nactive; i++)
+			drain_nf(active[i], rt);
+		flush_all();
+		check_waiting();
+	}
+	flush_all();
+	LOG("worker: stopped");
+	return 0;
+}
+
+int worker_init(void)
+{
+	return worker_lists_init();
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "lend.h"
+
+enum sl_desc_verdict sl_lend_check(const struct sl_lend *l, const struct sl_desc *d,
+				   uint16_t nf_id, uint16_t nports, uint16_t nservices)
+{
+	if (d->region != l->region)
+		return SL_DESC_BAD_REGION;
+	if (d->buf >= l->nbufs)
+		return SL_DESC_BAD_BUF;
+	if (l->st[d->buf].owner != (uint16_t)(nf_id + 1))
+		return SL_DESC_NOT_LENT;
+	/* From here on the buffer is this NF's: a bad field costs it the packet. */
+	uint64_t start = l->buf_off[d->buf];
+	if ((uint64_t)d->off != start + d->head ||
+	    (uint32_t)d->head + d->len > l->buf_size ||
+	    start + l->buf_size > l->region_size)
+		return SL_DESC_BAD_RANGE;
+	switch (d->action) {
+	case SL_ACT_NEXT:
+	case SL_ACT_DROP:
+		return SL_DESC_OK;
+	case SL_ACT_OUT:
+		return d->dest < nports ? SL_DESC_OK : SL_DESC_BAD_DEST;
+	case SL_ACT_TO_NF:
+		return d->dest < nservices ? SL_DESC_OK : SL_DESC_BAD_DEST;
+	default:
+		return SL_DESC_BAD_ACTION;
+	}
+}
+
+const char *sl_desc_verdict_str(int v)
+{
+	static const char *const names[] = {
+		[SL_DESC_OK] = "ok",
+		[SL_DESC_BAD_REGION] = "unknown region",
+		[SL_DESC_BAD_BUF] = "buffer id out of range",
+		[SL_DESC_NOT_LENT] = "buffer not lent to this NF",
+		[SL_DESC_BAD_RANGE] = "offset or length outside the buffer",
+		[SL_DESC_BAD_ACTION] = "unknown action",
+		[SL_DESC_BAD_DEST] = "destination out of range",
+	};
+	if (v < 0 || v >= (int)(sizeof(names) / sizeof(names[0])))
+		return "unknown verdict";
+	return names[v];
+}

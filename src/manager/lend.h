@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Buffer lending: which buffer is held by which NF, where each packet is in
+ * its chain, and validation of descriptors NFs hand back.
+ *
+ * DPDK-free on purpose, so the rules that stand between an NF and the
+ * manager's memory are unit-tested on their own (tests/unit/test_lend.c).
+ */
+#ifndef SLUICED_LEND_H
+#define SLUICED_LEND_H
+
+#include <stdint.h>
+#include "sluice/abi.h"
+
+#define SL_OWNER_NONE 0      /* buffer is with the manager (pool, port, staging) */
+#define SL_HOP_DETACHED 0xff /* packet left its chain through TO_NF */
+
+/* Per-buffer state, indexed by buffer id. Touched only by the worker. */
+struct sl_bufstate {
+	uint16_t owner;   /* NF id + 1, or SL_OWNER_NONE */
+	uint16_t chain;   /* chain id the packet travels */
+	uint8_t hop;      /* index of the service in the chain that has it */
+	uint8_t pad;
+	uint16_t in_port; /* ingress port id */
+};
+_Static_assert(sizeof(struct sl_bufstate) == 8, "bufstate packs to 8 bytes");
+
+/* What the manager knows about one packet region. */
+struct sl_lend {
+	uint8_t region;          /* region index */
+	uint32_t nbufs;          /* buffers in the region */
+	uint32_t buf_size;       /* bytes per buffer */
+	uint64_t region_size;    /* bytes in the region */
+	const uint32_t *buf_off; /* region offset of each buffer's start */
+	struct sl_bufstate *st;  /* per-buffer state */
+};
+
+enum sl_desc_verdict {
+	SL_DESC_OK = 0,
+	SL_DESC_BAD_REGION,  /* unknown region: buffer untouched */
+	SL_DESC_BAD_BUF,     /* buffer id out of range: untouched */
+	SL_DESC_NOT_LENT,    /* not lent to this NF (forged or double return): untouched */
+	SL_DESC_BAD_RANGE,   /* offset/length/headroom outside the buffer: reclaimed */
+	SL_DESC_BAD_ACTION,  /* unknown action: reclaimed */
+	SL_DESC_BAD_DEST,    /* port or service id out of range: reclaimed */
+};
+
+/* Check a descriptor returned by NF `nf_id`. Returns SL_DESC_OK, or a verdict;
+ * for verdicts >= SL_DESC_BAD_RANGE the buffer was lent to this NF, so the
+ * caller takes it back (drops the packet). Never reads outside `l`'s tables. */
+enum sl_desc_verdict sl_lend_check(const struct sl_lend *l, const struct sl_desc *d,
+				   uint16_t nf_id, uint16_t nports, uint16_t nservices);
+
+/* Name of a verdict (never NULL). */
+const char *sl_desc_verdict_str(int v);
+
+/* Lend buffer `buf` to NF `nf_id` and fill its RX descriptor. */
+static inline void sl_lend_out(struct sl_lend *l, uint32_t buf, uint16_t nf_id,
+			       uint16_t head, uint16_t len, uint16_t in_port, struct sl_desc *d)
+{
+	l->st[buf].owner = (uint16_t)(nf_id + 1);
+	d->buf = buf;
+	d->off = l->buf_off[buf] + head;
+	d->len = len;
+	d->head = head;
+	d->region = l->region;
+	d->action = SL_ACT_NEXT;
+	d->dest = in_port;
+}
+
+/* Mark a buffer as back with the manager. */
+static inline void sl_lend_return(struct sl_lend *l, uint32_t buf)
+{
+	l->st[buf].owner = SL_OWNER_NONE;
+}
+
+#endif

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * sluiced: start-up, the control loop on the main lcore, and shutdown.
+ *
+ *   sluiced --config FILE.json [--socket-dir DIR] [--log-level N]
+ *
+ * Set-up order (and the reverse on the way out): config -> EAL -> packet
+ * region + pool -> ports -> routes -> sockets -> worker.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mempool.h>
+
+#include "sluiced.h"
+
+struct manager M;
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int service_lookup(const char *name)
+{
+	for (uint32_t i = 0; i < M.nservices; i++)
+		if (!strcmp(M.services[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* Services are only ever added (ids stay stable); the worker reads the count. */
+int service_get_or_create(const char *name)
+{
+	int s = service_lookup(name);
+	if (s >= 0)
+		return s;
+	if (M.nservices >= M.max_services)
+		return -1;
+	struct service *sv = &M.services[M.nservices];
+	memset(sv, 0, sizeof(*sv));
+	snprintf(sv->name, sizeof(sv->name), "%s", name);
+	__atomic_store_n(&M.nservices, M.nservices + 1, __ATOMIC_RELEASE);
+	return (int)(M.nservices - 1);
+}
+
+int port_lookup(const char *name)
+{
+	for (unsigned i = 0; i < M.nports; i++)
+		if (!strcmp(M.ports[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+void route_free(struct route *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < r->nchains; i++)
+		free(r->chains[i].svc);
+	free(r->chains);
+	free(r);
+}
+
+struct route *route_build(const struct cfg_chain *specs, unsigned n, const int32_t *port_chain, char *err,
+			  size_t errlen)
+{
+	struct route *r = calloc(1, sizeof(*r));
+	if (!r || !(r->chains = calloc(n + 1, sizeof(*r->chains)))) {
+		snprintf(err, errlen, "out of memory");
+		free(r);
+		return NULL;
+	}
+	for (unsigned i = 0; i < SL_MAX_PORTS; i++)
+		r->port_chain[i] = port_chain ? port_chain[i] : -1;
+	for (unsigned i = 0; i < n; i++) {
+		struct chain *c = &r->chains[i];
+		const struct cfg_chain *s = &specs[i];
+		snprintf(c->name, sizeof(c->name), "%s", s->name);
+		c->exit = s->exit[0] ? port_lookup(s->exit) : -1;
+		if (s->exit[0] && c->exit < 0) {
+			snprintf(err, errlen, "chains[%u].exit: unknown port '%s'", i, s->exit);
+			goto fail;
+		}
+		c->svc = calloc(s->nsvc, sizeof(*c->svc));
+		r->nchains = (uint16_t)(i + 1);
+		for (unsigned k = 0; k < s->nsvc; k++) {
+			int id = service_get_or_create(s->svc[k]);
+			if (id < 0) {
+				snprintf(err, errlen, "chains[%u].nfs[%u]: too many services", i, k);
+				goto fail;
+			}
+			c->svc[k] = (uint16_t)id;
+		}
+		c->len = (uint16_t)s->nsvc;
+	}
+	return r;
+fail:
+	route_free(r);
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sluiced --config FILE.json [--socket-dir DIR] [--log-level N]\n"
+		   "\n"
+		   "The Sluice manager: owns the ports and the packet memory, moves packet descriptors\n"
+		   "between ports and NF processes. Normally started by `sluice up CONFIG.yaml`.\n"
+		   "\n"
+		   "  --config FILE      JSON configuration (see docs/architecture.md)\n"
+		   "  --socket-dir DIR   where nf.sock and ctl.sock are created (default /run/sluice)\n"
+		   "  --log-level N      DPDK log level 1..8 (default 4, warnings)\n");
+}
+
+/* Free 2 MiB huge pages, from /proc/meminfo. */
+static long free_hugepages(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	long free_pages = 0, size_kb = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "HugePages_Free: %ld", &free_pages);
+		sscanf(line, "Hugepagesize: %ld kB", &size_kb);
+	}
+	fclose(f);
+	return size_kb == 2048 ? free_pages : 0;
+}
+
+static int eal_start(const char *prog, bool huge, const char *log_level)
+{
+	char lcores[80], loglvl[32];
+	snprintf(lcores, sizeof(lcores), "%s", M.cfg.lcores);
+	snprintf(loglvl, sizeof(loglvl), "%s", log_level);
+	char *argv[16];
+	int argc = 0;
+	argv[argc++] = (char *)prog;
+	argv[argc++] = "-l";
+	argv[argc++] = lcores;
+	argv[argc++] = "--no-pci"; /* never touch the machine's own NICs */
+	argv[argc++] = "--no-telemetry";
+	argv[argc++] = "--log-level";
+	argv[argc++] = loglvl;
+	if (huge) {
+		argv[argc++] = "--in-memory";
+	} else {
+		argv[argc++] = "--no-huge";
+		argv[argc++] = "--no-shconf";
+		argv[argc++] = "-m";
+		argv[argc++] = "128";
+	}
+	argv[argc] = NULL;
+	int rc = rte_eal_init(argc, argv);
+	if (rc < 0) {
+		LOG("DPDK EAL init failed: %s", rte_strerror(rte_errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void handle_signal(void)
+{
+	struct signalfd_siginfo si;
+	while (read(M.sigfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
+			LOG("signal %u: shutting down", si.ssi_signo);
+			M.stop = true;
+		}
+	}
+}
+
+static void control_loop(void)
+{
+	struct epoll_event evs[64];
+	uint64_t last_check = now_ms();
+	while (!M.stop) {
+		int n = epoll_wait(M.epfd, evs, 64, 100);
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = evs[i].data.u64;
+			uint32_t kind = (uint32_t)(tag >> 32), idx = (uint32_t)tag;
+			switch (kind) {
+			case EP_NF_LISTEN: attach_accept(); break;
+			case EP_CTL_LISTEN: ctl_accept(); break;
+			case EP_SIGNAL: handle_signal(); break;
+			case EP_NF: attach_event(&M.nfs[idx], evs[i].events); break;
+			case EP_CTL: ctl_event((void *)(uintptr_t)idx, evs[i].events); break;
+			}
+		}
+		uint64_t now = now_ms();
+		if (now - last_check >= 100) {
+			attach_check_timeouts(now);
+			last_check = now;
+		}
+	}
+}
+
+static int epoll_add(int fd, enum ep_kind kind)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)kind << 32 };
+	return epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int main(int argc, char **argv)
+{
+	const char *config_path = NULL, *sock_dir = "/run/sluice", *log_level = "4";
+	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
+					      { "socket-dir", required_argument, 0, 's' },
+					      { "log-level", required_argument, 0, 'l' },
+					      { "help", no_argument, 0, 'h' },
+					      { 0, 0, 0, 0 } };
+	int o;
+	while ((o = getopt_long(argc, argv, "c:s:l:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c': config_path = optarg; break;
+		case 's': sock_dir = optarg; break;
+		case 'l': log_level = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!config_path) {
+		usage(stderr);
+		return 2;
+	}
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	M.nf_listen = M.ctl_listen = M.epfd = M.sigfd = -1;
+	M.started_ms = now_ms();
+	char err[512];
+	if (config_load(config_path, &M.cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "sluiced: config error: %s\n", err);
+		return 2;
+	}
+	if (strlen(sock_dir) > 80) {
+		fprintf(stderr, "sluiced: --socket-dir: path too long (max 80 characters)\n");
+		return 2;
+	}
+	snprintf(M.sock_dir, sizeof(M.sock_dir), "%s", sock_dir);
+	snprintf(M.nf_sock_path, sizeof(M.nf_sock_path), "%s/nf.sock", sock_dir);
+	snprintf(M.ctl_sock_path, sizeof(M.ctl_sock_path), "%s/ctl.sock", sock_dir);
+	mkdir(sock_dir, 0770);
+
+	/* Huge pages when there are enough of them (the region plus EAL's own ~64 MiB). */
+	size_t want_pages = ((size_t)M.cfg.pool_mbufs * 2688 + (40u << 20)) / (2u << 20) + 32;
+	long have = free_hugepages();
+	bool huge = M.cfg.huge == 1 || (M.cfg.huge == -1 && have >= (long)want_pages);
+	if (M.cfg.huge == 1 && have < (long)want_pages)
+		LOG("warning: huge_pages is on but only %ld free 2 MiB pages (about %zu wanted)", have, want_pages);
+	LOG("memory: %s (%ld free 2 MiB huge pages)", huge ? "using huge pages" : "huge pages unavailable, using 4 KiB pages (--no-huge)", have);
+
+	int rc = 1;
+	bool eal = false;
+	if (eal_start(argv[0], huge, log_level) < 0)
+		goto out;
+	eal = true;
+	M.tsc_hz = rte_get_tsc_hz();
+	M.worker_lcore = rte_get_next_lcore(rte_get_main_lcore(), 1, 0);
+	if (M.worker_lcore >= RTE_MAX_LCORE) {
+		LOG("sluiced.lcores: '%s' gives no worker lcore: name two cores, e.g. \"0,1\"", M.cfg.lcores);
+		goto out;
+	}
+	if (region_create(&M.region, M.cfg.pool_mbufs, huge) < 0)
+		goto out;
+
+	M.max_nfs = M.cfg.max_nfs;
+	M.max_services = M.max_nfs + 256;
+	M.nfs = calloc(M.max_nfs, sizeof(*M.nfs));
+	M.services = calloc(M.max_services, sizeof(*M.services));
+	M.cmdq = rte_ring_create("sluice_cmdq", 64, (int)rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (!M.nfs || !M.services || !M.cmdq || worker_init() < 0) {
+		LOG("out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < M.cfg.nservices; i++)
+		service_get_or_create(M.cfg.services[i]);
+
+	for (unsigned i = 0; i < M.cfg.nports; i++) {
+		struct port *p = &M.ports[i];
+		memcpy(p->name, M.cfg.ports[i].name, sizeof(p->name));
+		memcpy(p->vdev, M.cfg.ports[i].vdev, sizeof(p->vdev));
+		if (port_open(p, M.region.pool, err, sizeof(err)) < 0) {
+			LOG("config error: %s", err);
+			goto out;
+		}
+		M.nports = i + 1;
+	}
+	M.route = route_build(M.cfg.chains, M.cfg.nchains, NULL, err, sizeof(err));
+	if (!M.route) {
+		LOG("config error: %s", err);
+		goto out;
+	}
+	for (unsigned i = 0; i < M.nports; i++)
+		for (unsigned k = 0; M.cfg.ports[i].chain[0] && k < M.route->nchains; k++)
+			if (!strcmp(M.route->chains[k].name, M.cfg.ports[i].chain))
+				M.route->port_chain[i] = (int32_t)k;
+
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	sigaddset(&ss, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &ss, NULL);
+	sigdelset(&ss, SIGPIPE);
+	M.sigfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
+	M.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (M.sigfd < 0 || M.epfd < 0 || attach_listen() < 0 || ctl_listen() < 0)
+		goto out;
+	epoll_add(M.sigfd, EP_SIGNAL);
+	epoll_add(M.nf_listen, EP_NF_LISTEN);
+	epoll_add(M.ctl_listen, EP_CTL_LISTEN);
+
+	M.worker_running = true;
+	if (rte_eal_remote_launch(worker_main, NULL, M.worker_lcore) != 0) {
+		M.worker_running = false;
+		LOG("could not launch the worker on lcore %u", M.worker_lcore);
+		goto out;
+	}
+	LOG("nf socket %s, control socket %s", M.nf_sock_path, M.ctl_sock_path);
+	LOG("ready");
+	control_loop();
+	rc = 0;
+out:
+	/* Teardown: the reverse of set-up. */
+	for (uint32_t i = 0; M.nfs && i < M.max_nfs; i++)
+		nf_detach(&M.nfs[i], SL_ERR_SHUTDOWN, "sluiced is shutting down");
+	if (M.worker_running) {
+		struct wcmd c = { .type = WCMD_STOP };
+		worker_call(&c);
+		rte_eal_wait_lcore(M.worker_lcore);
+	}
+	ctl_close_all();
+	if (M.ctl_listen >= 0) {
+		close(M.ctl_listen);
+		unlink(M.ctl_sock_path);
+	}
+	if (M.nf_listen >= 0) {
+		close(M.nf_listen);
+		unlink(M.nf_sock_path);
+	}
+	if (M.epfd >= 0)
+		close(M.epfd);
+	if (M.sigfd >= 0)
+		close(M.sigfd);
+	if (M.route) {
+		/* packets a port still stages are freed by port close */
+		route_free(M.route);
+		M.route = NULL;
+	}
+	for (unsigned i = M.nports; i-- > 0;)
+		port_close(&M.ports[i]);
+	if (M.region.pool) {
+		unsigned avail = rte_mempool_avail_count(M.region.pool);
+		if (avail != M.region.nbufs)
+			LOG("shutdown: %u of %u mbufs not back in the pool", M.region.nbufs - avail, M.region.nbufs);
+	}
+	region_destroy(&M.region);
+	if (M.cmdq)
+		rte_ring_free(M.cmdq);
+	free(M.nfs);
+	free(M.services);
+	config_free(&M.cfg);
+	if (eal)
+		rte_eal_cleanup();
+	LOG("stopped");
+	return rc;
+}

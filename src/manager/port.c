@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Ports: DPDK ethdevs created from vdev strings ("net_pcap0,rx_pcap=a.pcap").
+ * One RX and one TX queue each; the worker polls them.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_bus_vdev.h>
+#include <rte_errno.h>
+#include <rte_dev.h>
+#include <rte_ethdev.h>
+
+#include "sluiced.h"
+
+#define RX_DESC 1024
+#define TX_DESC 1024
+
+int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen)
+{
+	const char *args = "";
+	char *comma = strchr(p->vdev, ',');
+	size_t nlen = comma ? (size_t)(comma - p->vdev) : strlen(p->vdev);
+	if (nlen == 0 || nlen >= sizeof(p->devname)) {
+		snprintf(err, errlen, "ports[%s].vdev: bad device name in '%s'", p->name, p->vdev);
+		return -1;
+	}
+	memcpy(p->devname, p->vdev, nlen);
+	p->devname[nlen] = 0;
+	if (comma)
+		args = comma + 1;
+
+	int rc = rte_vdev_init(p->devname, args);
+	if (rc != 0) {
+		snprintf(err, errlen, "ports[%s].vdev: DPDK could not create '%s' (%s)", p->name, p->vdev,
+			 rc == -EEXIST ? "device name already used" : rte_strerror(-rc));
+		return -1;
+	}
+	p->probed = true;
+	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
+		snprintf(err, errlen, "ports[%s].vdev: '%s' is not an ethdev", p->name, p->devname);
+		goto fail;
+	}
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	struct rte_eth_dev_info info;
+	if (rte_eth_dev_info_get(p->port_id, &info) != 0) {
+		snprintf(err, errlen, "ports[%s]: cannot read device info", p->name);
+		goto fail;
+	}
+	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
+		snprintf(err, errlen, "ports[%s]: configure failed: %s", p->name, rte_strerror(-rc));
+		goto fail;
+	}
+	uint16_t nrx = RX_DESC, ntx = TX_DESC;
+	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nrx, &ntx);
+	int socket = rte_eth_dev_socket_id(p->port_id);
+	if ((rc = rte_eth_rx_queue_setup(p->port_id, 0, nrx, socket < 0 ? 0 : socket, NULL, pool)) != 0) {
+		snprintf(err, errlen, "ports[%s]: rx queue setup failed: %s", p->name, rte_strerror(-rc));
+		goto fail;
+	}
+	if ((rc = rte_eth_tx_queue_setup(p->port_id, 0, ntx, socket < 0 ? 0 : socket, NULL)) != 0) {
+		snprintf(err, errlen, "ports[%s]: tx queue setup failed: %s", p->name, rte_strerror(-rc));
+		goto fail;
+	}
+	if ((rc = rte_eth_dev_start(p->port_id)) != 0) {
+		snprintf(err, errlen, "ports[%s]: start failed: %s", p->name, rte_strerror(-rc));
+		goto fail;
+	}
+	p->started = true;
+	rte_eth_promiscuous_enable(p->port_id); /* not every PMD supports it */
+	LOG("port %s: %s is DPDK port %u (%s)", p->name, p->vdev, p->port_id, info.driver_name);
+	return 0;
+fail:
+	port_close(p);
+	return -1;
+}
+
+void port_close(struct port *p)
+{
+	if (p->started) {
+		rte_eth_dev_stop(p->port_id);
+		p->started = false;
+	}
+	if (p->probed) {
+		rte_eth_dev_close(p->port_id);
+		rte_vdev_uninit(p->devname);
+		p->probed = false;
+	}
+}

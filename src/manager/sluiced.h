@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * sluiced internals shared by its modules.
+ *
+ * Threads: the main lcore runs the control loop (attach socket, control
+ * socket, signals); one worker lcore runs the data path. The worker owns the
+ * per-buffer state, service instance lists and every packet counter; the
+ * control side changes what the worker sees only through commands the worker
+ * executes between bursts (worker_call), so there are no locks on the path.
+ */
+#ifndef SLUICED_H
+#define SLUICED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "sluice/abi.h"
+#include "lend.h"
+
+#define SLUICED_VERSION "0.1.0"
+#define SL_MAX_PORTS 32
+#define SL_BURST 32
+#define SL_MAX_INSTANCES 64   /* replicas per service */
+#define SL_NAME_LEN SL_NAME_MAX
+
+/* ---- configuration (config.c) ---- */
+
+struct cfg_port {
+	char name[SL_NAME_LEN];
+	char vdev[256];
+	char chain[SL_NAME_LEN]; /* ingress chain, "" = none */
+};
+
+struct cfg_chain {
+	char name[SL_NAME_LEN];
+	unsigned nsvc;
+	char (*svc)[SL_NAME_LEN];
+	char exit[SL_NAME_LEN]; /* "" = none */
+};
+
+struct config {
+	uint32_t pool_mbufs;
+	uint32_t ring_size;
+	uint32_t max_nfs;
+	int huge; /* -1 auto, 0 off, 1 on */
+	char lcores[64];
+	unsigned nports;
+	struct cfg_port ports[SL_MAX_PORTS];
+	unsigned nchains;
+	struct cfg_chain *chains;
+	unsigned nservices;         /* service names declared under nfs: */
+	char (*services)[SL_NAME_LEN];
+};
+
+/* Parse a JSON config file. Returns 0, or -1 with a message naming the field in err. */
+int config_load(const char *path, struct config *c, char *err, size_t errlen);
+/* Free what config_load allocated. */
+void config_free(struct config *c);
+
+/* ---- packet memory (mem.c) ---- */
+
+struct region {
+	int fd;               /* memfd, sent to NFs */
+	uint8_t *base;
+	size_t size;
+	size_t page;
+	bool huge;
+	bool heap_added;
+	char heap[32];
+	struct rte_mempool *pool;
+	uint32_t nbufs;
+	uint32_t buf_size;
+	uint32_t headroom;
+	struct rte_mbuf **bufs;  /* buffer id -> mbuf */
+	uint32_t *buf_off;       /* buffer id -> region offset of buffer start */
+	struct sl_bufstate *st;  /* buffer id -> lending state */
+	struct sl_lend lend;
+};
+
+/* Create the region, the external heap and the mbuf pool on it. Returns 0 or -1 (logged). */
+int region_create(struct region *r, uint32_t mbufs, bool huge);
+/* Undo region_create; safe on a partly created region. */
+void region_destroy(struct region *r);
+/* Buffer id of an mbuf of the pool (stored in its private area). */
+static inline uint32_t mbuf_id(const struct rte_mbuf *m)
+{
+	return *(const uint32_t *)((const uint8_t *)m + sizeof(struct rte_mbuf));
+}
+
+/* ---- ports (port.c) ---- */
+
+struct port_stats {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t drop_tx_full, drop_no_path, drop_rx_invalid;
+};
+
+struct port {
+	char name[SL_NAME_LEN];
+	char vdev[256];
+	char devname[64];
+	uint16_t port_id; /* DPDK port id */
+	bool probed, started;
+	struct port_stats st;
+	/* TX staging, worker only */
+	uint16_t ntx;
+	bool listed;
+	struct rte_mbuf *tx[SL_BURST];
+};
+
+/* Probe, configure and start a port from its vdev string. Returns 0 or -1 with err. */
+int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen);
+/* Undo port_open. */
+void port_close(struct port *p);
+
+/* ---- NFs and services ---- */
+
+enum nf_state { NF_FREE = 0, NF_HELLO, NF_ATTACHED, NF_CLOSING };
+
+struct nf_stats {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, kicks;
+	uint64_t drop_ring_full, drop_invalid;
+};
+
+struct nf {
+	/* control side */
+	enum nf_state state;
+	int sock;
+	int ring_fd;
+	int rx_kick_fd;   /* manager -> NF eventfd */
+	int tx_kick_fd;   /* NF -> manager eventfd (reserved; the worker polls) */
+	void *ring_map;
+	size_t ring_map_size;
+	uint8_t inbuf[SL_MSG_SIZE];
+	size_t inlen;
+	uint64_t deadline_ms; /* attach must complete by then */
+	char name[SL_NAME_LEN];
+	pid_t pid;
+	uid_t uid;
+	uint8_t wakeup;
+	uint32_t batch, timeout_us;
+	uint16_t service;
+	/* shared with the worker */
+	struct sl_ring *rx, *tx;
+	bool active;          /* worker sees it (set/cleared by the worker) */
+	uint32_t lent;        /* buffers held by the NF: worker writes */
+	uint32_t lend_max;    /* TX ring size: the NF can always return what it holds */
+	uint64_t timeout_cyc;
+	uint64_t first_wait;  /* TSC when unkicked packets started waiting, 0 none */
+	struct nf_stats st;
+	/* RX staging, worker only */
+	uint16_t nstage;
+	bool dirty;
+	struct sl_desc stage[SL_BURST];
+};
+
+struct service {
+	char name[SL_NAME_LEN];
+	uint16_t ninst;                   /* worker writes */
+	uint16_t inst[SL_MAX_INSTANCES];  /* NF ids, worker writes */
+	uint64_t drop_nf_gone;
+};
+
+struct chain {
+	char name[SL_NAME_LEN];
+	uint16_t len;
+	uint16_t *svc;   /* service ids */
+	int32_t exit;    /* port index or -1 */
+};
+
+/* Routing table: immutable once published; replaced whole (epoch swap). */
+struct route {
+	uint16_t nchains;
+	struct chain *chains;
+	int32_t port_chain[SL_MAX_PORTS]; /* chain index per port or -1 */
+};
+
+struct drops {
+	uint64_t ring_full, no_path, nf_gone, invalid_desc, tx_full, rx_invalid;
+};
+
+/* ---- worker commands (datapath.c) ---- */
+
+enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_ROUTE_SET, WCMD_STOP };
+
+struct wcmd {
+	enum wcmd_type type;
+	uint32_t nf;
+	struct route *route;     /* in: new route; out: the old one to free */
+	uint32_t result;
+	volatile int done;
+};
+
+/* ---- the manager ---- */
+
+struct manager {
+	struct config cfg;
+	struct region region;
+	unsigned nports;
+	struct port ports[SL_MAX_PORTS];
+	uint32_t max_nfs;
+	struct nf *nfs;
+	uint32_t nservices, max_services;
+	struct service *services;
+	struct route *route;        /* worker's current route */
+	struct drops drops;         /* worker writes */
+	struct rte_ring *cmdq;      /* control -> worker */
+	unsigned worker_lcore;
+	volatile bool worker_running;
+	volatile bool stop;
+	uint64_t tsc_hz;
+	uint64_t started_ms;
+	char sock_dir[100];
+	char nf_sock_path[108];
+	char ctl_sock_path[108];
+	int nf_listen, ctl_listen, epfd, sigfd;
+};
+
+extern struct manager M;
+
+/* datapath.c */
+/* Allocate the worker's lists (before the worker starts). Returns 0 or -1. */
+int worker_init(void);
+int worker_main(void *arg);
+/* Run a command on the worker and wait for it (or do it inline when the worker is stopped). */
+void worker_call(struct wcmd *c);
+/* Return every buffer NF `id` holds to the pool (worker context). Returns the count. */
+uint32_t nf_reclaim(uint32_t id);
+
+/* attach.c */
+int attach_listen(void);
+void attach_accept(void);
+void attach_event(struct nf *nf, uint32_t events);
+void attach_check_timeouts(uint64_t now_ms);
+void nf_detach(struct nf *nf, uint32_t code, const char *reason);
+
+/* control.c */
+int ctl_listen(void);
+void ctl_accept(void);
+void ctl_event(void *conn, uint32_t events);
+void ctl_close_all(void);
+
+/* main.c helpers */
+uint64_t now_ms(void);
+int service_lookup(const char *name);
+int service_get_or_create(const char *name);
+int port_lookup(const char *name);
+/* Build a route from chain specs; err names the field. NULL on error. */
+struct route *route_build(const struct cfg_chain *chains, unsigned n, const int32_t *port_chain_names_idx, char *err, size_t errlen);
+void route_free(struct route *r);
+
+/* epoll tags */
+enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL };
+struct ep_tag { enum ep_kind kind; void *ptr; };
+
+#define LOG(fmt, ...) fprintf(stderr, "sluiced: " fmt "\n", ##__VA_ARGS__)
+
+#endif
