@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +116,19 @@ struct route *route_build(const struct cfg_chain *specs, unsigned n, const int32
 fail:
 	route_free(r);
 	return NULL;
+}
+
+/* Is a live process accepting on this UNIX socket path? (A stale file is not.) */
+static bool socket_in_use(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	bool live = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return live;
 }
 
 static void usage(FILE *f)
@@ -255,6 +270,12 @@ int main(int argc, char **argv)
 	snprintf(M.nf_sock_path, sizeof(M.nf_sock_path), "%s/nf.sock", sock_dir);
 	snprintf(M.ctl_sock_path, sizeof(M.ctl_sock_path), "%s/ctl.sock", sock_dir);
 	mkdir(sock_dir, 0770);
+	if (socket_in_use(M.ctl_sock_path) || socket_in_use(M.nf_sock_path)) {
+		fprintf(stderr, "sluiced: another sluiced is already serving %s (stop it first, e.g. `sluice down`)\n",
+			sock_dir);
+		config_free(&M.cfg);
+		return 1;
+	}
 
 	/* Huge pages when there are enough of them (the region plus EAL's own ~64 MiB). */
 	size_t want_pages = ((size_t)M.cfg.pool_mbufs * 2688 + (40u << 20)) / (2u << 20) + 32;
