@@ -30,6 +30,15 @@
 #define SL_LIVENESS_NS  1000000ull /* poll mode: check the socket every ~1 ms */
 #define SL_SPIN_CHECK   4096       /* empty polls between clock reads */
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
 struct sl_region {
 	uint8_t *base;     /* NULL: index not mapped */
 	size_t size;
@@ -312,11 +321,8 @@ static int handshake(struct sl_nf *nf, uint64_t deadline)
 	if (m.type == SL_MSG_DISCONNECT)
 		return disconnect_code(&m);
 
-	/* -> INIT */
-	if ((err = build_init(&nf->cfg, &m)) != SL_OK) {
-		send_disconnect(nf->sock, err, "nf: invalid INIT configuration");
-		return err;
-	}
+	/* -> INIT (validated by sl_nf_attach before connecting) */
+	build_init(&nf->cfg, &m);
 	if ((err = send_msg(nf->sock, &m)) != SL_OK)
 		return err;
 
@@ -375,6 +381,9 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 	    strnlen(cfg->socket_path, sizeof(cfg->socket_path)) >= sizeof(sa.sun_path))
 		return -SL_ERR_FIELD;
 	memcpy(sa.sun_path, cfg->socket_path, strlen(cfg->socket_path) + 1);
+	struct sl_msg init;
+	if (build_init(cfg, &init) != SL_OK)
+		return -SL_ERR_FIELD; /* bad name, service, wakeup, batch or timeout */
 
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)cfg->attach_timeout_ms * 1000000ull;
 	struct sl_nf *nf = nf_alloc(cfg);
@@ -515,7 +524,7 @@ static int tx_all(struct sl_nf *nf, const struct sl_desc *d, uint32_t n)
 		done += sl_ring_enqueue_burst(nf->tx, d + done, n - done);
 		if (done == n || stopping(nf))
 			break;
-		__builtin_ia32_pause();
+		cpu_relax();
 		if (++spins % SL_SPIN_CHECK == 0 && (rc = check_socket(nf)) != 0)
 			break;
 	}
@@ -571,13 +580,13 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 {
 	struct sigaction sa, old_int, old_term;
-	uint64_t spin_ns = (uint64_t)nf->cfg.spin_us * 1000ull;
 	uint64_t idle_since = 0, next_check = 0;
 	uint32_t empty = 0;
 	int rc = 0;
 
 	if (nf == NULL || handler == NULL)
 		return -SL_ERR_FIELD;
+	uint64_t spin_ns = (uint64_t)nf->cfg.spin_us * 1000ull;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -608,9 +617,9 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 				rc = -block_rx(nf);
 				empty = 0;
 			} else
-				__builtin_ia32_pause();
+				cpu_relax();
 		} else {
-			__builtin_ia32_pause();
+			cpu_relax();
 			if (++empty % SL_SPIN_CHECK == 0) {
 				uint64_t t = now_ns(CLOCK_MONOTONIC_COARSE);
 				if (t >= next_check) {

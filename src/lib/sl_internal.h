@@ -9,6 +9,6 @@
 
 /* 1 if s is a valid NF or service name: NUL-terminated within `max` bytes,
  * non-empty, only [A-Za-z0-9_.-]; else 0. */
-int sl__name_ok(const char *s, size_t max);
+__attribute__((visibility("hidden"))) int sl__name_ok(const char *s, size_t max);
 
 #endif /* SLUICE_INTERNAL_H */

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * sluice-nf-count: per-flow packet and byte counters; passes every packet on
+ * (SL_ACT_NEXT). The table is written as JSON to --dump FILE (or
+ * SLUICE_NF_DUMP) on exit and, at the next batch, after SIGUSR1.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flowtab.h"
+#include "nf_common.h"
+
+enum { OPT_FLOWS = NF_OPT_APP, OPT_DUMP };
+
+struct count_ctx {
+	struct flowtab ft;
+	uint32_t flows;
+	const char *dump;
+};
+
+static volatile sig_atomic_t dump_requested;
+
+static void on_usr1(int signo)
+{
+	(void)signo;
+	dump_requested = 1;
+}
+
+static void dump(const struct count_ctx *c)
+{
+	char tmp[4096];
+	if (c->dump == NULL)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", c->dump);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL) {
+		fprintf(stderr, "sluice-nf-count: cannot write %s: %s\n", tmp, strerror(errno));
+		return;
+	}
+	int bad = ft_dump_json(&c->ft, f);
+	if (fclose(f) != 0 || bad) {
+		fprintf(stderr, "sluice-nf-count: error writing %s\n", tmp);
+		remove(tmp);
+		return;
+	}
+	if (rename(tmp, c->dump) != 0)
+		fprintf(stderr, "sluice-nf-count: cannot rename %s to %s: %s\n", tmp, c->dump,
+			strerror(errno));
+}
+
+static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
+{
+	struct count_ctx *c = arg;
+	(void)nf;
+	for (unsigned i = 0; i < n; i++) {
+		struct ft_key k;
+		ft_key_from_pkt(sl_pkt_data(&pkts[i]), sl_pkt_len(&pkts[i]), &k);
+		ft_account(&c->ft, &k, sl_pkt_len(&pkts[i]));
+		sl_pkt_set_action(&pkts[i], SL_ACT_NEXT, 0);
+	}
+	if (dump_requested) {
+		dump_requested = 0;
+		dump(c);
+	}
+}
+
+static int opt(void *ctx, int o, const char *arg)
+{
+	struct count_ctx *c = ctx;
+	if (o == OPT_DUMP) {
+		c->dump = arg;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 || v < 1 || v > (1u << 28)) {
+		fprintf(stderr, "sluice-nf-count: --flows '%s': expected 1..%u\n", arg, 1u << 28);
+		return -1;
+	}
+	c->flows = (uint32_t)v;
+	return 0;
+}
+
+static int start(void *ctx)
+{
+	struct count_ctx *c = ctx;
+	if (ft_init(&c->ft, c->flows) < 0) {
+		fprintf(stderr, "sluice-nf-count: cannot allocate a table of %u flows\n", c->flows);
+		return -1;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	return 0;
+}
+
+static void finish(void *ctx, FILE *out)
+{
+	struct count_ctx *c = ctx;
+	if (out != NULL) {
+		fprintf(out, " flows=%u pkts=%llu bytes=%llu table_full=%llu", c->ft.count,
+			(unsigned long long)c->ft.total_pkts, (unsigned long long)c->ft.total_bytes,
+			(unsigned long long)c->ft.table_full);
+		dump(c);
+	}
+	ft_free(&c->ft);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "flows", required_argument, NULL, OPT_FLOWS },
+		{ "dump", required_argument, NULL, OPT_DUMP },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct count_ctx c = { .flows = 65536, .dump = getenv("SLUICE_NF_DUMP") };
+	if (c.dump != NULL && c.dump[0] == '\0')
+		c.dump = NULL;
+	const struct nf_app app = {
+		.prog = "sluice-nf-count",
+		.role = "count",
+		.about = "Sluice NF: count packets and bytes per flow, pass every packet on.",
+		.opts = opts,
+		.opts_help = "  --flows N          flow table capacity (default 65536)\n"
+			     "  --dump FILE        write the flow table as JSON here on exit and on SIGUSR1\n"
+			     "                     (SLUICE_NF_DUMP)\n",
+		.opt = opt,
+		.start = start,
+		.handler = handler,
+		.finish = finish,
+		.ctx = &c,
+	};
+	return nf_app_main(argc, argv, &app);
+}
