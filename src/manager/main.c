@@ -285,6 +285,16 @@ int main(int argc, char **argv)
 		LOG("warning: huge_pages is on but only %ld free 2 MiB pages (about %zu wanted)", have, want_pages);
 	LOG("memory: %s (%ld free 2 MiB huge pages)", huge ? "using huge pages" : "huge pages unavailable, using 4 KiB pages (--no-huge)", have);
 
+	/* Block the stop signals before EAL starts its threads, so they inherit
+	 * the mask and the signals reach only the control loop's signalfd. */
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	sigaddset(&ss, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &ss, NULL);
+	sigdelset(&ss, SIGPIPE);
+
 	int rc = 1;
 	bool eal = false;
 	if (eal_start(argv[0], huge, log_level) < 0)
@@ -331,13 +341,6 @@ int main(int argc, char **argv)
 			if (!strcmp(M.route->chains[k].name, M.cfg.ports[i].chain))
 				M.route->port_chain[i] = (int32_t)k;
 
-	sigset_t ss;
-	sigemptyset(&ss);
-	sigaddset(&ss, SIGINT);
-	sigaddset(&ss, SIGTERM);
-	sigaddset(&ss, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &ss, NULL);
-	sigdelset(&ss, SIGPIPE);
 	M.sigfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
 	M.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (M.sigfd < 0 || M.epfd < 0 || attach_listen() < 0 || ctl_listen() < 0)
