@@ -1,0 +1,109 @@
+# Sluice top-level Makefile. Every target is idempotent and works as root on a
+# fresh Debian 12:  make deps | venv | build | build-asan | hugepages | test | demo | bench | clean
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PY_SYS   := /usr/bin/python3
+VENV     := .venv
+VENV_PY  := $(VENV)/bin/python
+STAMP    := $(VENV)/.sluice-stamp
+BUILD    := build
+BUILD_ASAN := build-asan
+HUGEPAGES := 512
+
+DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
+            libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
+            iperf3 tcpdump tshark python3-scapy ethtool procps
+
+.PHONY: help deps venv build build-asan hugepages test demo bench clean
+
+help:
+	@echo "make deps        install Debian packages that are missing (apt-get)"
+	@echo "make venv        .venv with the sluice CLI (editable), pytest, pyyaml, scapy"
+	@echo "make build       meson/ninja build into $(BUILD)/"
+	@echo "make build-asan  ASan+UBSan debug build into $(BUILD_ASAN)/"
+	@echo "make hugepages   reserve $(HUGEPAGES) x 2 MiB huge pages if possible"
+	@echo "make test        everything above, then C unit tests (both builds) and pytest"
+	@echo "make demo        two network namespaces joined through sluiced + NFs (ping, iperf3)"
+	@echo "make bench       run bench/run.py"
+	@echo "make clean       remove build dirs and the venv"
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PKGS); do \
+	  st=$$(dpkg -s "$$p" 2>/dev/null | sed -n 's/^Status: //p' || true); \
+	  [ "$$st" = "install ok installed" ] || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all packages installed"; exit 0; fi; \
+	echo "deps: installing:$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
+	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections; \
+	if ! apt-get install -y -q --no-install-recommends $$missing; then \
+	  echo "deps: install failed with the current package lists; running apt-get update"; \
+	  apt-get update -q; \
+	  apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): python/pyproject.toml
+	@test -x $(VENV_PY) || $(PY_SYS) -m venv $(VENV)
+	$(VENV_PY) -m pip install -q --disable-pip-version-check -e python/ pytest pyyaml scapy
+	@touch $@
+
+build:
+	@test -f $(BUILD)/build.ninja || meson setup $(BUILD)
+	ninja -C $(BUILD)
+
+build-asan:
+	@test -f $(BUILD_ASAN)/build.ninja || meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined \
+	  -Dbuildtype=debug -Db_lundef=false
+	ninja -C $(BUILD_ASAN)
+
+# Never fails: without permission sluiced falls back to ordinary 4 KiB pages.
+hugepages:
+	@free=$$(awk '/^HugePages_Free:/ {print $$2}' /proc/meminfo); free=$${free:-0}; \
+	total=$$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0); \
+	if [ "$$free" -lt $(HUGEPAGES) ]; then \
+	  want=$$((total + $(HUGEPAGES) - free)); \
+	  if echo "$$want" > /proc/sys/vm/nr_hugepages 2>/dev/null; then \
+	    free=$$(awk '/^HugePages_Free:/ {print $$2}' /proc/meminfo); \
+	    echo "hugepages: asked for $$want, $$free x 2 MiB free now"; \
+	  else \
+	    echo "hugepages: cannot reserve huge pages here (not permitted); sluiced will use 4 KiB pages"; \
+	  fi; \
+	else \
+	  echo "hugepages: $$free x 2 MiB free"; \
+	fi; \
+	if mountpoint -q /dev/hugepages 2>/dev/null; then :; \
+	elif mkdir -p /dev/hugepages 2>/dev/null && mount -t hugetlbfs -o pagesize=2M nodev /dev/hugepages 2>/dev/null; then \
+	  echo "hugepages: mounted hugetlbfs at /dev/hugepages"; \
+	else \
+	  echo "hugepages: cannot mount hugetlbfs at /dev/hugepages (not permitted); continuing"; \
+	fi
+
+test: deps venv build build-asan hugepages
+	meson test -C $(BUILD) --print-errorlogs
+	meson test -C $(BUILD_ASAN) --print-errorlogs
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v tests/integration
+
+demo: deps venv build hugepages
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh
+
+BENCH_STAMP := $(VENV)/.sluice-bench-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(VENV_PY) -m pip install -q --disable-pip-version-check matplotlib
+	@touch $@
+
+bench: venv $(BENCH_STAMP) build hugepages
+	@if [ -f bench/run.py ]; then \
+	  SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py; \
+	else \
+	  echo "bench: bench/run.py is not there yet"; \
+	fi
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(VENV) .pytest_cache python/*.egg-info python/build
+	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,450 @@
+"""Load and validate a Sluice YAML configuration.
+
+Every problem raises ConfigError naming the dotted path of the field at fault,
+e.g. ``chains[0].exit: unknown port 'srv'``.
+
+    cfg = load_file("sluice.yaml")       # parsed, validated, normalized
+    json_text = to_sluiced_json(cfg)     # what sluiced --config reads
+"""
+
+import copy
+import json
+import os
+import re
+import shutil
+
+import yaml
+
+__all__ = [
+    "ConfigError", "load_file", "load_string", "validate", "normalize",
+    "to_sluiced_json", "instance_names", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR",
+]
+
+DEFAULT_SOCKET_DIR = "/run/sluice"
+BUILTIN_NFS = ("fwd", "reflect", "count")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,30}\Z")
+NAME_RULE = "[a-z0-9][a-z0-9_-]{0,30}"
+NAME_MAX = 31            # SL_NAME_MAX (32) minus the NUL
+SUN_PATH_MAX = 107       # sockaddr_un.sun_path (108) minus the NUL
+PCI_RE = re.compile(r"pci:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
+VDEV_RE = re.compile(r"net_[A-Za-z0-9_]+(,.*)?\Z")
+
+WAKEUP_MODES = ("poll", "block", "adaptive")
+RESTART_POLICIES = ("always", "on-failure", "never")
+HUGE_PAGES = ("auto", "on", "off")
+
+
+class ConfigError(Exception):
+    """A configuration problem. ``path`` is the dotted field path ('' for the
+    whole document), ``msg`` the explanation; str() gives 'path: msg'."""
+
+    def __init__(self, path, msg):
+        self.path = path
+        self.msg = msg
+        super().__init__(f"{path}: {msg}" if path else msg)
+
+
+# ---------------------------------------------------------------- YAML loading
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys instead of keeping the last."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise ConfigError("", f"line {key_node.start_mark.line + 1}: unhashable mapping key")
+        if key in seen:
+            raise ConfigError(
+                str(key), f"duplicate key (line {seen[key] + 1} and line {key_node.start_mark.line + 1})")
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _parse_yaml(text, source):
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise ConfigError("", f"invalid YAML at {where}: {e.problem}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError("", f"invalid YAML in {source}: {e}") from None
+    if data is None:
+        raise ConfigError("", f"{source} is empty (need at least a 'ports' list)")
+    return data
+
+
+def load_string(text, base_dir=None, source="<string>", check_programs=True):
+    """Parse YAML text, validate and return the normalized config dict."""
+    data = _parse_yaml(text, source)
+    return normalize(data, base_dir=base_dir, check_programs=check_programs)
+
+
+def load_file(path, check_programs=True):
+    """Read, validate and normalize the YAML file at path. Relative NF program
+    paths are resolved against the file's directory."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError("", f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("", f"{path} is not UTF-8 text") from None
+    base = os.path.dirname(os.path.abspath(path))
+    return load_string(text, base_dir=base, source=path, check_programs=check_programs)
+
+
+# ----------------------------------------------------------------- validators
+
+def _join(path, key):
+    return f"{path}.{key}" if path else str(key)
+
+
+def _type_name(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        return "mapping"
+    return type(v).__name__
+
+
+def _mapping(v, path, allowed):
+    if not isinstance(v, dict):
+        raise ConfigError(path or "config", f"must be a mapping (got {_type_name(v)})")
+    for k in v:
+        if not isinstance(k, str) or k not in allowed:
+            raise ConfigError(_join(path, k), "unknown key (expected one of " + ", ".join(allowed) + ")")
+    return v
+
+
+def _list(v, path, min_len=0, what="entry"):
+    if not isinstance(v, list):
+        raise ConfigError(path, f"must be a list (got {_type_name(v)})")
+    if len(v) < min_len:
+        raise ConfigError(path, f"must have at least {min_len} {what}")
+    return v
+
+
+def _int(v, path, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ConfigError(path, f"must be an integer {lo}..{hi} (got {_type_name(v)} {v!r})")
+    if not lo <= v <= hi:
+        raise ConfigError(path, f"must be in {lo}..{hi} (got {v})")
+    return v
+
+
+def _str(v, path, nonempty=True):
+    if not isinstance(v, str):
+        raise ConfigError(path, f"must be a string (got {_type_name(v)})")
+    if nonempty and not v.strip():
+        raise ConfigError(path, "must not be empty")
+    return v
+
+
+def _choice(v, path, choices):
+    if isinstance(v, str) and v in choices:
+        return v
+    got = repr(v) if isinstance(v, str) else f"{_type_name(v)} {v!r}"
+    raise ConfigError(path, f"must be one of {', '.join(choices)} (got {got})")
+
+
+def _name(v, path):
+    if not isinstance(v, str):
+        raise ConfigError(path, f"must be a string matching {NAME_RULE} (got {_type_name(v)} {v!r})")
+    if not NAME_RE.match(v):
+        raise ConfigError(path, f"invalid name {v!r} (must match {NAME_RULE}: lower-case letters, "
+                                "digits, '_' and '-', at most 31 characters)")
+    return v
+
+
+def _unique_names(items, path):
+    seen = {}
+    for i, item in enumerate(items):
+        n = item["name"]
+        if n in seen:
+            raise ConfigError(f"{path}[{i}].name", f"duplicate name {n!r} (also {path}[{seen[n]}])")
+        seen[n] = i
+    return seen
+
+
+# ------------------------------------------------------------------ sections
+
+SLUICED_DEFAULTS = {
+    "pool_mbufs": 16384,
+    "ring_size": 1024,
+    "max_nfs": 64,
+    "huge_pages": "auto",
+    "socket_dir": DEFAULT_SOCKET_DIR,
+    "lcores": "0,1",
+}
+
+NF_DEFAULTS = {
+    "args": [],
+    "instances": 1,
+    "wakeup": "poll",
+    "batch": 32,
+    "timeout_us": 100,
+    "spin_us": 200,
+    "restart": "on-failure",
+}
+
+
+def _sluiced(v, path="sluiced"):
+    out = dict(SLUICED_DEFAULTS)
+    if v is None:
+        return out
+    _mapping(v, path, list(SLUICED_DEFAULTS))
+    if "pool_mbufs" in v:
+        out["pool_mbufs"] = _int(v["pool_mbufs"], f"{path}.pool_mbufs", 1024, 1048576)
+    if "ring_size" in v:
+        rs = _int(v["ring_size"], f"{path}.ring_size", 16, 65536)
+        if rs & (rs - 1):
+            raise ConfigError(f"{path}.ring_size", f"must be a power of two 16..65536 (got {rs})")
+        out["ring_size"] = rs
+    if "max_nfs" in v:
+        out["max_nfs"] = _int(v["max_nfs"], f"{path}.max_nfs", 1, 4096)
+    if "huge_pages" in v:
+        hp = v["huge_pages"]
+        # YAML 1.1 reads bare on/off as booleans: take them back.
+        if hp is True:
+            hp = "on"
+        elif hp is False:
+            hp = "off"
+        out["huge_pages"] = _choice(hp, f"{path}.huge_pages", HUGE_PAGES)
+    if "socket_dir" in v:
+        sd = _str(v["socket_dir"], f"{path}.socket_dir")
+        if not os.path.isabs(sd):
+            raise ConfigError(f"{path}.socket_dir", f"must be an absolute path (got {sd!r})")
+        sd = os.path.normpath(sd)
+        if len(sd) + len("/ctl.sock") > SUN_PATH_MAX:
+            raise ConfigError(f"{path}.socket_dir",
+                              f"too long for a UNIX socket path ({len(sd)} characters; at most "
+                              f"{SUN_PATH_MAX - len('/ctl.sock')})")
+        out["socket_dir"] = sd
+    if "lcores" in v:
+        out["lcores"] = _lcores(v["lcores"], f"{path}.lcores")
+    return out
+
+
+def _lcores(v, path):
+    if isinstance(v, list):
+        parts = v
+    elif isinstance(v, str):
+        parts = [p.strip() for p in v.split(",")]
+    else:
+        raise ConfigError(path, f"must be a string \"MAIN,WORKER\" such as \"0,1\" (got {_type_name(v)})")
+    nums = []
+    for p in parts:
+        if isinstance(p, bool):
+            p = None
+        if isinstance(p, int):
+            n = p
+        elif isinstance(p, str) and p.isdigit():
+            n = int(p)
+        else:
+            raise ConfigError(path, f"must be \"MAIN,WORKER\" lcore numbers such as \"0,1\" (got {v!r})")
+        if n > 1023:
+            raise ConfigError(path, f"lcore {n} out of range 0..1023")
+        nums.append(n)
+    if len(nums) != 2:
+        raise ConfigError(path, f"must name exactly two lcores \"MAIN,WORKER\" (got {v!r})")
+    if nums[0] == nums[1]:
+        raise ConfigError(path, f"main and worker lcore must differ (got {v!r})")
+    return f"{nums[0]},{nums[1]}"
+
+
+def _vdev(v, path):
+    _str(v, path)
+    if any(c.isspace() for c in v):
+        raise ConfigError(path, f"must not contain whitespace (got {v!r})")
+    if v.startswith("pci:"):
+        if not PCI_RE.match(v):
+            raise ConfigError(path, f"PCI address must look like pci:0000:00:00.0 (got {v!r})")
+        return v
+    if not VDEV_RE.match(v):
+        raise ConfigError(path, "must be a DPDK vdev starting with 'net_' (e.g. "
+                                f"net_af_packet0,iface=eth1) or pci:DDDD:BB:DD.F (got {v!r})")
+    return v
+
+
+def _vdev_device(vdev):
+    """The device name a vdev string creates (before the first comma)."""
+    return vdev.split(",", 1)[0]
+
+
+def _port(v, path):
+    _mapping(v, path, ["name", "vdev", "chain"])
+    for req in ("name", "vdev"):
+        if req not in v:
+            raise ConfigError(f"{path}.{req}", "required")
+    out = {"name": _name(v["name"], f"{path}.name"), "vdev": _vdev(v["vdev"], f"{path}.vdev"), "chain": None}
+    if v.get("chain") is not None:
+        out["chain"] = _name(v["chain"], f"{path}.chain")
+    return out
+
+
+def _chain(v, path):
+    _mapping(v, path, ["name", "nfs", "exit"])
+    for req in ("name", "nfs"):
+        if req not in v:
+            raise ConfigError(f"{path}.{req}", "required")
+    out = {"name": _name(v["name"], f"{path}.name"), "nfs": [], "exit": None}
+    nfs = v["nfs"]
+    if isinstance(nfs, str):
+        raise ConfigError(f"{path}.nfs", f"must be a list of service names, e.g. [{nfs}] (got string)")
+    _list(nfs, f"{path}.nfs", 1, "service")
+    out["nfs"] = [_name(s, f"{path}.nfs[{i}]") for i, s in enumerate(nfs)]
+    if v.get("exit") is not None:
+        out["exit"] = _name(v["exit"], f"{path}.exit")
+    return out
+
+
+def _nf(v, path, base_dir, check_programs):
+    _mapping(v, path, ["name", "program"] + list(NF_DEFAULTS))
+    for req in ("name", "program"):
+        if req not in v:
+            raise ConfigError(f"{path}.{req}", "required")
+    out = {"name": _name(v["name"], f"{path}.name")}
+    out["program"] = _str(v["program"], f"{path}.program")
+    if check_programs:
+        out["program_path"] = _program(out["program"], f"{path}.program", base_dir)
+    args = v.get("args", [])
+    if args is None:
+        args = []
+    _list(args, f"{path}.args")
+    for i, a in enumerate(args):
+        if isinstance(a, bool) or not isinstance(a, (str, int, float)):
+            raise ConfigError(f"{path}.args[{i}]", f"must be a string (got {_type_name(a)})")
+    out["args"] = [str(a) for a in args]
+    out["instances"] = _int(v.get("instances", 1), f"{path}.instances", 1, 256)
+    longest = f"{out['name']}.{out['instances'] - 1}"
+    if len(longest) > NAME_MAX:
+        raise ConfigError(f"{path}.instances",
+                          f"instance name {longest!r} would exceed {NAME_MAX} characters; "
+                          "use a shorter service name")
+    out["wakeup"] = _choice(v.get("wakeup", "poll"), f"{path}.wakeup", WAKEUP_MODES)
+    out["batch"] = _int(v.get("batch", 32), f"{path}.batch", 1, 65536)
+    out["timeout_us"] = _int(v.get("timeout_us", 100), f"{path}.timeout_us", 0, 10_000_000)
+    out["spin_us"] = _int(v.get("spin_us", 200), f"{path}.spin_us", 0, 10_000_000)
+    out["restart"] = _choice(v.get("restart", "on-failure"), f"{path}.restart", RESTART_POLICIES)
+    return out
+
+
+def _program(prog, path, base_dir):
+    """Resolve an NF program: a built-in name stays symbolic ('builtin:fwd',
+    resolved against the build directory at launch), anything else must be an
+    executable file (relative paths against the config file's directory) or a
+    command on PATH."""
+    if prog in BUILTIN_NFS:
+        return f"builtin:{prog}"
+    if "/" in prog:
+        p = prog if os.path.isabs(prog) else os.path.join(base_dir or os.getcwd(), prog)
+        p = os.path.normpath(p)
+        if not os.path.isfile(p):
+            raise ConfigError(path, f"no such file {p!r} (built-ins: {', '.join(BUILTIN_NFS)})")
+        if not os.access(p, os.X_OK):
+            raise ConfigError(path, f"{p!r} is not executable")
+        return p
+    found = shutil.which(prog)
+    if not found:
+        raise ConfigError(path, f"unknown program {prog!r}: not a built-in ({', '.join(BUILTIN_NFS)}), "
+                                "not a path, not on PATH")
+    return os.path.abspath(found)
+
+
+# -------------------------------------------------------------------- public
+
+def normalize(data, base_dir=None, check_programs=True):
+    """Validate a parsed config (dict) and return a new dict with every default
+    filled in. Raises ConfigError naming the first bad field.
+
+    check_programs: resolve each NF program (adds 'program_path'); off, only its
+    type is checked."""
+    _mapping(data, "", ["sluiced", "ports", "chains", "nfs"])
+    cfg = {"sluiced": _sluiced(data.get("sluiced"))}
+
+    if data.get("ports") is None:
+        raise ConfigError("ports", "required (a list of at least one port)")
+    ports = _list(data["ports"], "ports", 1, "port")
+    cfg["ports"] = [_port(p, f"ports[{i}]") for i, p in enumerate(ports)]
+
+    chains = data.get("chains")
+    chains = [] if chains is None else _list(chains, "chains")
+    cfg["chains"] = [_chain(c, f"chains[{i}]") for i, c in enumerate(chains)]
+
+    nfs = data.get("nfs")
+    nfs = [] if nfs is None else _list(nfs, "nfs")
+    cfg["nfs"] = [_nf(n, f"nfs[{i}]", base_dir, check_programs) for i, n in enumerate(nfs)]
+
+    port_idx = _unique_names(cfg["ports"], "ports")
+    chain_idx = _unique_names(cfg["chains"], "chains")
+    nf_idx = _unique_names(cfg["nfs"], "nfs")
+
+    devices = {}
+    for i, p in enumerate(cfg["ports"]):
+        dev = _vdev_device(p["vdev"])
+        if dev in devices:
+            raise ConfigError(f"ports[{i}].vdev", f"device {dev!r} already used by ports[{devices[dev]}]")
+        devices[dev] = i
+
+    for i, p in enumerate(cfg["ports"]):
+        if p["chain"] is not None and p["chain"] not in chain_idx:
+            raise ConfigError(f"ports[{i}].chain", f"unknown chain {p['chain']!r}" + _known(chain_idx))
+    for i, c in enumerate(cfg["chains"]):
+        for j, s in enumerate(c["nfs"]):
+            if s not in nf_idx:
+                raise ConfigError(f"chains[{i}].nfs[{j}]", f"unknown service {s!r}" + _known(nf_idx))
+        if c["exit"] is not None and c["exit"] not in port_idx:
+            raise ConfigError(f"chains[{i}].exit", f"unknown port {c['exit']!r}" + _known(port_idx))
+
+    if len(instance_names(cfg)) > cfg["sluiced"]["max_nfs"]:
+        raise ConfigError("sluiced.max_nfs", f"{len(instance_names(cfg))} NF instances configured "
+                                             f"but max_nfs is {cfg['sluiced']['max_nfs']}")
+    return cfg
+
+
+def _known(idx):
+    if not idx:
+        return " (none defined)"
+    return " (known: " + ", ".join(sorted(idx)) + ")"
+
+
+def validate(data, base_dir=None, check_programs=True):
+    """Raise ConfigError if data is not a valid config; return None."""
+    normalize(data, base_dir=base_dir, check_programs=check_programs)
+
+
+def instance_names(cfg):
+    """[(instance name, nf entry)] for a normalized config, e.g. ('fwd.0', {...})."""
+    return [(f"{nf['name']}.{i}", nf) for nf in cfg["nfs"] for i in range(nf["instances"])]
+
+
+def to_sluiced_json(cfg, socket_dir=None, indent=2):
+    """The JSON text handed to `sluiced --config`: the normalized config with
+    supervisor-only fields (resolved program paths) removed. socket_dir, when
+    given, overrides sluiced.socket_dir."""
+    out = copy.deepcopy(cfg)
+    if socket_dir is not None:
+        out["sluiced"]["socket_dir"] = socket_dir
+    for nf in out["nfs"]:
+        nf.pop("program_path", None)
+    return json.dumps(out, indent=indent, sort_keys=False) + "\n"

@@ -1,0 +1,744 @@
+"""Start sluiced and the configured NFs, keep the NFs running, tear everything down.
+
+`sluice up` builds a Supervisor from a validated config and calls run(); `sluice
+down` calls stop_running(). State for `down` lives in <socket_dir>/state.json:
+
+    {"supervisor": {"pid", "starttime"}, "sluiced": {"pid", "starttime", "binary"},
+     "socket_dir", "config", "started_at", "updated_at",
+     "nfs": [{"name", "service", "pid", "starttime", "state", "restarts", "log"}]}
+"""
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from . import config as sconfig
+from .client import Client, SluiceError
+
+BACKOFF_MIN = 0.1        # first restart delay (s)
+BACKOFF_MAX = 5.0        # cap (s)
+BACKOFF_RESET = 10.0     # uptime after which the delay goes back to BACKOFF_MIN (s)
+NF_STOP_GRACE = 3.0      # SIGTERM -> SIGKILL for NFs (s)
+SLUICED_STOP_GRACE = 5.0  # shutdown request -> SIGKILL for sluiced (s)
+POLL = 0.1
+
+_PR_SET_PDEATHSIG = 1
+
+
+class SupervisorError(Exception):
+    """Startup or teardown failed; str() is a message for the user."""
+
+
+# ------------------------------------------------------------------ helpers
+
+def log(msg):
+    ts = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{ts} sluice: {msg}", file=sys.stderr, flush=True)
+
+
+def proc_starttime(pid):
+    """Kernel start time of pid (clock ticks since boot), or None if it is gone
+    or a zombie. Guards against signalling a recycled pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    if not rest or rest[0] in ("Z", "X"):
+        return None
+    try:
+        return int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid, starttime=None):
+    if not pid:
+        return False
+    st = proc_starttime(pid)
+    if st is None:
+        return False
+    return starttime is None or st == starttime
+
+
+def tail(path, lines=20, offset=0):
+    """Last `lines` lines of a file from byte offset on ('' when unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode(errors="replace").rstrip("\n")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _indent(text, prefix="    "):
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _child_setup():
+    """In the child before exec: die with the supervisor (SIGTERM)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def describe_status(rc):
+    if rc is None:
+        return "running"
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+def state_path(socket_dir):
+    return os.path.join(socket_dir, "state.json")
+
+
+def read_state(socket_dir):
+    try:
+        with open(state_path(socket_dir)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json_atomic(path, obj):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------- binary discovery
+
+def _repo_build_dir():
+    here = os.path.dirname(os.path.abspath(__file__))
+    cand = os.path.normpath(os.path.join(here, "..", "..", "build"))
+    return cand if os.path.isfile(os.path.join(cand, "src", "manager", "sluiced")) else None
+
+
+def find_binaries(cfg, build_dir=None):
+    """Return (sluiced path, {builtin name: path}) for a normalized config.
+
+    Order: build_dir (--build-dir), $SLUICE_BUILD_DIR, PATH, then the repo's
+    own build/ next to this package. Raises SupervisorError."""
+    explicit = build_dir or os.environ.get("SLUICE_BUILD_DIR")
+    bdir = None
+    if explicit:
+        bdir = os.path.abspath(explicit)
+        sluiced = os.path.join(bdir, "src", "manager", "sluiced")
+        if not os.access(sluiced, os.X_OK):
+            src = "--build-dir" if build_dir else "SLUICE_BUILD_DIR"
+            raise SupervisorError(f"no sluiced binary at {sluiced} ({src}={explicit}); run `make build`")
+    else:
+        sluiced = shutil.which("sluiced")
+        if sluiced:
+            sluiced = os.path.abspath(sluiced)
+            parent = os.path.dirname(sluiced)
+            if parent.endswith(os.path.join("src", "manager")):
+                bdir = os.path.dirname(os.path.dirname(parent))
+        else:
+            bdir = _repo_build_dir()
+            if not bdir:
+                raise SupervisorError("cannot find sluiced: pass --build-dir DIR (the meson build directory), "
+                                      "set SLUICE_BUILD_DIR, or put sluiced on PATH (run `make build` first)")
+            sluiced = os.path.join(bdir, "src", "manager", "sluiced")
+    builtins = {}
+    for nf in cfg["nfs"]:
+        prog = nf["program"]
+        if prog not in sconfig.BUILTIN_NFS or prog in builtins:
+            continue
+        exe = f"sluice-nf-{prog}"
+        path = os.path.join(bdir, "nfs", exe) if bdir else None
+        if not (path and os.access(path, os.X_OK)):
+            path = shutil.which(exe)
+        if not path:
+            where = f"{bdir}/nfs" if bdir else "PATH"
+            raise SupervisorError(f"cannot find built-in NF {exe} (looked in {where}); run `make build`")
+        builtins[prog] = os.path.abspath(path)
+    return sluiced, builtins
+
+
+def nf_program(nf, builtins):
+    if nf["program"] in sconfig.BUILTIN_NFS:
+        return builtins[nf["program"]]
+    return nf.get("program_path") or nf["program"]
+
+
+# ------------------------------------------------------------------ NF slot
+
+class NfSlot:
+    """One NF instance the supervisor keeps running."""
+
+    def __init__(self, name, nf, argv, env, log_path):
+        self.name = name
+        self.service = nf["name"]
+        self.policy = nf["restart"]
+        self.argv = argv
+        self.env = env
+        self.log_path = log_path
+        self.proc = None
+        self.starttime = None
+        self.started_at = 0.0
+        self.restarts = 0
+        self.backoff = BACKOFF_MIN
+        self.next_start = None
+        self.last_rc = None
+        self.state = "new"   # new | running | backoff | exited | stopped
+
+    def start(self):
+        with open(self.log_path, "ab") as lf:
+            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name}: "
+                     f"{' '.join(self.argv)}\n".encode())
+            lf.flush()
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=lf,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_child_setup, close_fds=True)
+        self.starttime = proc_starttime(self.proc.pid)
+        self.started_at = time.monotonic()
+        self.next_start = None
+        self.state = "running"
+
+    def to_state(self):
+        return {"name": self.name, "service": self.service,
+                "pid": self.proc.pid if self.proc and self.proc.returncode is None else None,
+                "starttime": self.starttime if self.proc and self.proc.returncode is None else None,
+                "state": self.state, "restarts": self.restarts, "last_status": self.last_rc,
+                "log": self.log_path}
+
+
+# --------------------------------------------------------------- supervisor
+
+class Supervisor:
+    def __init__(self, cfg, socket_dir, config_path=None, build_dir=None, log_level=None,
+                 ready_timeout=20.0, attach_timeout=15.0):
+        self.cfg = cfg
+        self.socket_dir = os.path.abspath(socket_dir)
+        self.config_path = os.path.abspath(config_path) if config_path else None
+        self.log_dir = os.path.join(self.socket_dir, "logs")
+        self.ctl = os.path.join(self.socket_dir, "ctl.sock")
+        self.nf_sock = os.path.join(self.socket_dir, "nf.sock")
+        self.json_path = os.path.join(self.socket_dir, "config.json")
+        self.log_level = log_level
+        self.ready_timeout = ready_timeout
+        self.attach_timeout = attach_timeout
+        self.sluiced_bin, self.builtins = find_binaries(cfg, build_dir)
+        self.sluiced = None
+        self.sluiced_starttime = None
+        self.sluiced_log = os.path.join(self.log_dir, "sluiced.log")
+        self._sluiced_log_off = 0
+        self.slots = []
+        self.stopping = False
+        self.stop_signal = None
+        self.started_wall = time.time()
+
+    # -- checks before anything starts
+    def check_not_running(self):
+        st = read_state(self.socket_dir)
+        if st:
+            sup = st.get("supervisor") or {}
+            if pid_alive(sup.get("pid"), sup.get("starttime")) and sup.get("pid") != os.getpid():
+                raise SupervisorError(f"sluice is already running in {self.socket_dir} (supervisor pid "
+                                      f"{sup['pid']}); run `sluice down` first")
+        if os.path.exists(self.ctl):
+            try:
+                with Client(self.ctl, timeout=1.0) as c:
+                    pid = c.status().get("pid")
+                raise SupervisorError(f"a sluiced (pid {pid}) is already serving {self.ctl}; "
+                                      "run `sluice down` first")
+            except SluiceError:
+                pass  # stale socket: removed in prepare_dir
+
+    def prepare_dir(self):
+        os.makedirs(self.log_dir, exist_ok=True)
+        for p in (self.ctl, self.nf_sock):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        with open(self.json_path, "w") as f:
+            f.write(sconfig.to_sluiced_json(self.cfg, socket_dir=self.socket_dir))
+
+    # -- signals
+    def install_signals(self):
+        def handler(signum, _frame):
+            if not self.stopping:
+                self.stop_signal = signum
+            self.stopping = True
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, handler)
+
+    # -- state file
+    def write_state(self):
+        st = {
+            "supervisor": {"pid": os.getpid(), "starttime": proc_starttime(os.getpid())},
+            "sluiced": {"pid": self.sluiced.pid if self.sluiced else None,
+                        "starttime": self.sluiced_starttime, "binary": self.sluiced_bin},
+            "socket_dir": self.socket_dir,
+            "config": self.config_path,
+            "started_at": self.started_wall,
+            "updated_at": time.time(),
+            "nfs": [s.to_state() for s in self.slots],
+        }
+        try:
+            _write_json_atomic(state_path(self.socket_dir), st)
+        except OSError as e:
+            log(f"warning: cannot write {state_path(self.socket_dir)}: {e.strerror}")
+
+    # -- sluiced
+    def start_sluiced(self):
+        argv = [self.sluiced_bin, "--config", self.json_path, "--socket-dir", self.socket_dir]
+        if self.log_level is not None:
+            argv += ["--log-level", str(self.log_level)]
+        with open(self.sluiced_log, "ab") as lf:
+            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {' '.join(argv)}\n".encode())
+            lf.flush()
+            self._sluiced_log_off = lf.tell()
+            self.sluiced = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
+                                            start_new_session=True, preexec_fn=_child_setup, close_fds=True)
+        self.sluiced_starttime = proc_starttime(self.sluiced.pid)
+        log(f"started sluiced (pid {self.sluiced.pid}), log {self.sluiced_log}")
+        self.write_state()
+
+    def sluiced_output(self, lines=30):
+        return tail(self.sluiced_log, lines, self._sluiced_log_off)
+
+    def wait_sluiced_ready(self):
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            rc = self.sluiced.poll()
+            if rc is not None:
+                raise SupervisorError(f"sluiced {describe_status(rc)} during startup; its output:\n"
+                                      + _indent(self.sluiced_output() or "(nothing)"))
+            if self.stopping:
+                raise SupervisorError("interrupted while waiting for sluiced")
+            if os.path.exists(self.ctl):
+                try:
+                    with Client(self.ctl, timeout=1.0) as c:
+                        st = c.status()
+                    if os.path.exists(self.nf_sock):
+                        return st
+                except SluiceError:
+                    pass
+            if time.monotonic() > deadline:
+                raise SupervisorError(f"sluiced did not become ready within {self.ready_timeout:g}s "
+                                      f"(no answer on {self.ctl}); its output:\n"
+                                      + _indent(self.sluiced_output() or "(nothing)"))
+            time.sleep(POLL)
+
+    # -- NFs
+    def make_slots(self):
+        for name, nf in sconfig.instance_names(self.cfg):
+            env = dict(os.environ)
+            env.update({
+                "SLUICE_NF_SOCKET": self.nf_sock,
+                "SLUICE_NF_NAME": name,
+                "SLUICE_NF_SERVICE": nf["name"],
+                "SLUICE_NF_WAKEUP": nf["wakeup"],
+                "SLUICE_NF_BATCH": str(nf["batch"]),
+                "SLUICE_NF_TIMEOUT_US": str(nf["timeout_us"]),
+                "SLUICE_NF_SPIN_US": str(nf["spin_us"]),
+            })
+            argv = [nf_program(nf, self.builtins)] + list(nf["args"])
+            self.slots.append(NfSlot(name, nf, argv, env, os.path.join(self.log_dir, f"{name}.log")))
+
+    def start_slot(self, slot):
+        try:
+            slot.start()
+        except OSError as e:
+            slot.proc = None
+            slot.state = "exited"
+            slot.last_rc = None
+            log(f"cannot start NF {slot.name} ({slot.argv[0]}): {e.strerror or e}")
+            self._schedule_restart(slot, failed=True, uptime=0.0)
+            return
+        log(f"started NF {slot.name} (pid {slot.proc.pid}), log {slot.log_path}")
+
+    def _schedule_restart(self, slot, failed, uptime):
+        policy = slot.policy
+        if policy == "never" or (policy == "on-failure" and not failed):
+            slot.state = "exited"
+            log(f"NF {slot.name} will not be restarted (restart: {policy})")
+            return False
+        if uptime >= BACKOFF_RESET:
+            slot.backoff = BACKOFF_MIN
+        delay = slot.backoff
+        slot.backoff = min(slot.backoff * 2, BACKOFF_MAX)
+        slot.next_start = time.monotonic() + delay
+        slot.state = "backoff"
+        log(f"restarting NF {slot.name} in {delay:.1f}s (restart #{slot.restarts + 1}, restart: {policy})")
+        return True
+
+    def supervise_nfs(self):
+        """Reap exited NFs and start those whose backoff expired. Returns True
+        when anything changed."""
+        changed = False
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.proc is not None and slot.state == "running":
+                rc = slot.proc.poll()
+                if rc is None:
+                    continue
+                uptime = now - slot.started_at
+                slot.last_rc = rc
+                log(f"NF {slot.name} (pid {slot.proc.pid}) {describe_status(rc)} after {uptime:.1f}s; "
+                    f"last output:\n" + _indent(tail(slot.log_path, 5) or "(nothing)"))
+                slot.proc = None
+                slot.starttime = None
+                self._schedule_restart(slot, failed=(rc != 0), uptime=uptime)
+                changed = True
+            elif slot.state == "backoff" and slot.next_start is not None and now >= slot.next_start:
+                slot.restarts += 1
+                self.start_slot(slot)
+                changed = True
+        if changed:
+            self.write_state()
+        return changed
+
+    def attached_names(self):
+        try:
+            with Client(self.ctl, timeout=2.0) as c:
+                return {nf.get("name") for nf in c.nfs()}
+        except SluiceError:
+            return set()
+
+    def wait_nfs_attached(self):
+        deadline = time.monotonic() + self.attach_timeout
+        want = {s.name for s in self.slots}
+        while want:
+            if self.stopping:
+                raise SupervisorError("interrupted while waiting for NFs to attach")
+            rc = self.sluiced.poll()
+            if rc is not None:
+                raise SupervisorError(f"sluiced {describe_status(rc)} while NFs were attaching; its output:\n"
+                                      + _indent(self.sluiced_output() or "(nothing)"))
+            self.supervise_nfs()
+            dead = [s for s in self.slots if s.state == "exited"]
+            if dead:
+                s = dead[0]
+                raise SupervisorError(f"NF {s.name} {describe_status(s.last_rc)} during startup "
+                                      f"(restart: {s.policy}); last lines of {s.log_path}:\n"
+                                      + _indent(tail(s.log_path, 15) or "(nothing)"))
+            missing = want - self.attached_names()
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                s = next(x for x in self.slots if x.name in sorted(missing))
+                raise SupervisorError(
+                    f"NF(s) {', '.join(sorted(missing))} did not attach within {self.attach_timeout:g}s "
+                    f"({s.name}: {s.state}, {s.restarts} restarts); last lines of {s.log_path}:\n"
+                    + _indent(tail(s.log_path, 15) or "(nothing)"))
+            time.sleep(POLL)
+
+    # -- lifecycle
+    def start(self):
+        """Bring everything up. Raises SupervisorError (after tearing down
+        whatever started)."""
+        self.check_not_running()
+        self.prepare_dir()
+        self.write_state()
+        try:
+            self.start_sluiced()
+            st = self.wait_sluiced_ready()
+            log(f"sluiced ready (version {st.get('version', '?')}, huge pages "
+                f"{'yes' if st.get('huge_pages') else 'no'}, {st.get('mbufs', '?')} mbufs)")
+            self.make_slots()
+            for slot in self.slots:
+                self.start_slot(slot)
+            self.write_state()
+            self.wait_nfs_attached()
+        except BaseException:
+            self.teardown()
+            raise
+        self.write_state()
+
+    def summary(self):
+        names = " ".join(s.name for s in self.slots) or "none"
+        return (f"sluice up: sluiced pid {self.sluiced.pid}, {len(self.slots)} NF(s) attached ({names}); "
+                f"control {self.ctl}; logs in {self.log_dir}")
+
+    def loop(self):
+        """Supervise until a stop signal or sluiced's death. Returns an exit code."""
+        rc = 0
+        while not self.stopping:
+            src = self.sluiced.poll()
+            if src is not None:
+                log(f"sluiced (pid {self.sluiced.pid}) {describe_status(src)}; its last output:\n"
+                    + _indent(self.sluiced_output(20) or "(nothing)"))
+                rc = 1
+                break
+            self.supervise_nfs()
+            time.sleep(POLL)
+        if self.stop_signal is not None:
+            log(f"received {signal.Signals(self.stop_signal).name}, stopping")
+        self.teardown()
+        return rc
+
+    def stop_nfs(self):
+        running = [s for s in self.slots if s.proc is not None and s.proc.poll() is None]
+        for s in self.slots:
+            s.next_start = None
+            if s.state in ("backoff", "new"):
+                s.state = "stopped"
+        for s in running:
+            try:
+                s.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + NF_STOP_GRACE
+        while time.monotonic() < deadline and any(s.proc.poll() is None for s in running):
+            time.sleep(0.05)
+        for s in running:
+            if s.proc.poll() is None:
+                log(f"NF {s.name} (pid {s.proc.pid}) ignored SIGTERM for {NF_STOP_GRACE:g}s; killing it")
+                s.proc.kill()
+                s.proc.wait()
+            s.last_rc = s.proc.returncode
+            s.state = "stopped"
+            s.proc = None
+        if running:
+            log(f"stopped {len(running)} NF(s)")
+
+    def stop_sluiced(self):
+        p = self.sluiced
+        if p is None or p.poll() is not None:
+            return
+        try:
+            with Client(self.ctl, timeout=2.0) as c:
+                c.shutdown()
+        except SluiceError as e:
+            log(f"shutdown request failed ({e}); sending SIGTERM")
+            p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(SLUICED_STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            log(f"sluiced (pid {p.pid}) still running after {SLUICED_STOP_GRACE:g}s; killing it")
+            p.kill()
+            p.wait()
+        log(f"sluiced {describe_status(p.returncode)}")
+
+    def teardown(self):
+        # A second Ctrl-C must not interrupt the teardown half-way.
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            try:
+                signal.signal(s, signal.SIG_IGN)
+            except (ValueError, OSError):
+                pass
+        self.stopping = True
+        self.stop_nfs()
+        self.stop_sluiced()
+        for path in (self.ctl, self.nf_sock, state_path(self.socket_dir)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                log(f"warning: cannot remove {path}: {e.strerror}")
+
+
+# ------------------------------------------------------------------ sluice up
+
+def run_up(cfg, socket_dir, config_path=None, build_dir=None, log_level=None, detach=False,
+           ready_timeout=20.0, attach_timeout=15.0, out=sys.stdout):
+    """Implement `sluice up`. Returns the exit code."""
+    try:
+        sup = Supervisor(cfg, socket_dir, config_path, build_dir, log_level, ready_timeout, attach_timeout)
+        sup.check_not_running()
+        os.makedirs(sup.log_dir, exist_ok=True)
+    except SupervisorError as e:
+        print(f"sluice up: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"sluice up: cannot create {socket_dir}: {e.strerror}", file=sys.stderr)
+        return 1
+    if detach:
+        return _up_detached(sup, out)
+    sup.install_signals()
+    try:
+        sup.start()
+    except SupervisorError as e:
+        print(f"sluice up: {e}", file=sys.stderr)
+        return 1
+    print(sup.summary() + ". Ctrl-C or `sluice down` stops it.", file=out, flush=True)
+    return sup.loop()
+
+
+def _up_detached(sup, out):
+    log_path = os.path.join(sup.log_dir, "supervisor.log")
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        os.waitpid(pid, 0)  # the intermediate child exits at once
+        chunks = []
+        while True:
+            b = os.read(r, 65536)
+            if not b:
+                break
+            chunks.append(b)
+        os.close(r)
+        msg = b"".join(chunks).decode(errors="replace")
+        if msg.startswith("OK "):
+            print(msg[3:].rstrip("\n") + f". Supervisor log: {log_path}; `sluice down` stops it.",
+                  file=out, flush=True)
+            return 0
+        if msg.startswith("ERR "):
+            print(f"sluice up: {msg[4:].rstrip()}", file=sys.stderr)
+        else:
+            print(f"sluice up: the supervisor exited during startup; see {log_path}:\n"
+                  + _indent(tail(log_path, 20) or "(nothing)"), file=sys.stderr)
+        return 1
+
+    # first child: new session, then fork again so the supervisor is no session leader
+    os.close(r)
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        os.chdir("/")
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(null)
+        os.close(fd)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+    except BaseException:  # noqa: BLE001
+        os._exit(1)
+
+    code = 1
+    try:
+        log(f"supervisor pid {os.getpid()} starting (socket dir {sup.socket_dir})")
+        sup.install_signals()
+        try:
+            sup.start()
+        except SupervisorError as e:
+            log(f"startup failed: {e}")
+            os.write(w, f"ERR {e}\n".encode())
+            os.close(w)
+            os._exit(1)
+        log(sup.summary())
+        os.write(w, f"OK {sup.summary()}\n".encode())
+        os.close(w)
+        code = sup.loop()
+        log(f"supervisor exiting ({code})")
+    except BaseException as e:  # noqa: BLE001
+        log(f"supervisor crashed: {e!r}")
+        try:
+            sup.teardown()
+        finally:
+            os._exit(1)
+    os._exit(code)
+
+
+# ---------------------------------------------------------------- sluice down
+
+def _wait_gone(pid, starttime, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid, starttime):
+            return True
+        time.sleep(0.05)
+    return not pid_alive(pid, starttime)
+
+
+def _kill(pid, starttime, sig):
+    if pid_alive(pid, starttime):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def stop_running(socket_dir, timeout=20.0, say=print):
+    """Implement `sluice down`. Returns 0 when everything is (now) stopped,
+    1 when something could not be stopped."""
+    socket_dir = os.path.abspath(socket_dir)
+    ctl = os.path.join(socket_dir, "ctl.sock")
+    st = read_state(socket_dir)
+    did = False
+    if st:
+        sup = st.get("supervisor") or {}
+        spid, sst = sup.get("pid"), sup.get("starttime")
+        if spid and spid != os.getpid() and pid_alive(spid, sst):
+            say(f"stopping supervisor (pid {spid}) ...")
+            _kill(spid, sst, signal.SIGTERM)
+            did = True
+            if not _wait_gone(spid, sst, timeout):
+                say(f"supervisor (pid {spid}) did not stop within {timeout:g}s; killing it and its children")
+                _kill(spid, sst, signal.SIGKILL)
+                _wait_gone(spid, sst, 2.0)
+        # Whatever is left (supervisor crashed or was killed): clean up by hand.
+        nfs = [n for n in st.get("nfs", []) if pid_alive(n.get("pid"), n.get("starttime"))]
+        for n in nfs:
+            _kill(n["pid"], n.get("starttime"), signal.SIGTERM)
+        for n in nfs:
+            if not _wait_gone(n["pid"], n.get("starttime"), NF_STOP_GRACE):
+                _kill(n["pid"], n.get("starttime"), signal.SIGKILL)
+        if nfs:
+            did = True
+            say(f"stopped {len(nfs)} leftover NF(s)")
+        sd = st.get("sluiced") or {}
+        if pid_alive(sd.get("pid"), sd.get("starttime")):
+            did = True
+            _shutdown_via_socket(ctl, say)
+            if not _wait_gone(sd["pid"], sd.get("starttime"), SLUICED_STOP_GRACE):
+                say(f"sluiced (pid {sd['pid']}) still running; killing it")
+                _kill(sd["pid"], sd.get("starttime"), signal.SIGKILL)
+                _wait_gone(sd["pid"], sd.get("starttime"), 2.0)
+    elif os.path.exists(ctl):
+        # sluiced started by hand, without a supervisor
+        try:
+            with Client(ctl, timeout=2.0) as c:
+                pid = c.status().get("pid")
+            did = True
+            _shutdown_via_socket(ctl, say)
+            if pid and not _wait_gone(pid, None, SLUICED_STOP_GRACE):
+                say(f"sluiced (pid {pid}) still running; killing it")
+                _kill(pid, None, signal.SIGKILL)
+        except SluiceError:
+            pass
+
+    left = []
+    for path in (ctl, os.path.join(socket_dir, "nf.sock"), state_path(socket_dir)):
+        if os.path.exists(path):
+            left.append(path)
+    st_after = read_state(socket_dir)
+    if st_after and pid_alive((st_after.get("supervisor") or {}).get("pid"),
+                              (st_after.get("supervisor") or {}).get("starttime")):
+        say("sluice down: the supervisor is still running")
+        return 1
+    for path in left:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    say("sluice stopped" if did else f"sluice is not running (nothing to stop in {socket_dir})")
+    return 0
+
+
+def _shutdown_via_socket(ctl, say):
+    try:
+        with Client(ctl, timeout=2.0) as c:
+            c.shutdown()
+        say("sent shutdown to sluiced")
+    except SluiceError as e:
+        say(f"could not send shutdown to sluiced ({e})")

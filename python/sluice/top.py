@@ -1,0 +1,138 @@
+"""`sluice top`: live per-second rates from deltas of the `stats` command.
+
+Plain ANSI (no curses dependency): on a terminal the screen is redrawn in place
+in the alternate screen; otherwise each frame is printed after the previous one.
+"""
+
+import sys
+import time
+
+from .cli import drops_total, human_count, table
+
+CLEAR = "\x1b[H\x1b[2J"
+ALT_ON = "\x1b[?1049h\x1b[?25l"
+ALT_OFF = "\x1b[?25h\x1b[?1049l"
+
+
+def _rate(cur, prev, key, dt):
+    if prev is None or dt <= 0:
+        return None
+    c, p = cur.get(key), prev.get(key)
+    if not isinstance(c, (int, float)) or not isinstance(p, (int, float)):
+        return None
+    d = c - p
+    if d < 0:          # counter reset (NF restarted under the same name)
+        d = c
+    return d / dt
+
+
+def _drop_rate(cur, prev, dt):
+    if prev is None or dt <= 0:
+        return None
+    d = drops_total(cur.get("drops")) - drops_total(prev.get("drops"))
+    return max(d, 0) / dt
+
+
+def _mbps(bytes_per_s):
+    return None if bytes_per_s is None else bytes_per_s * 8 / 1e6
+
+
+def _fmt_rate(v):
+    return "-" if v is None else human_count(v)
+
+
+def _fmt_mbps(v):
+    return "-" if v is None else f"{v:.1f}"
+
+
+def render(cur, prev, dt, status=None, interval=1.0):
+    """One frame of text from the current and previous `stats` responses."""
+    lines = []
+    head = time.strftime("%H:%M:%S") + "  sluice top"
+    if status:
+        head += f"  sluiced pid {status.get('pid')}"
+    pool = cur.get("pool") or {}
+    if pool:
+        head += f"  pool {pool.get('free')}/{pool.get('mbufs')} free, {pool.get('lent')} lent"
+    head += f"  (every {interval:g}s; rates per second)"
+    lines.append(head)
+    lines.append("")
+
+    prev_ports = {p.get("name"): p for p in (prev or {}).get("ports", [])}
+    rows = []
+    for p in cur.get("ports", []):
+        q = prev_ports.get(p.get("name"))
+        rows.append([p.get("name"), p.get("chain") or "-",
+                     _fmt_rate(_rate(p, q, "rx_pkts", dt)), _fmt_mbps(_mbps(_rate(p, q, "rx_bytes", dt))),
+                     _fmt_rate(_rate(p, q, "tx_pkts", dt)), _fmt_mbps(_mbps(_rate(p, q, "tx_bytes", dt))),
+                     _fmt_rate(_drop_rate(p, q, dt)), human_count(p.get("rx_pkts")), human_count(p.get("tx_pkts"))])
+    lines.append(table(["PORT", "CHAIN", "RX PPS", "RX MBIT/S", "TX PPS", "TX MBIT/S", "DROP/S", "RX TOTAL",
+                        "TX TOTAL"], rows, right=set(range(2, 9))))
+    lines.append("")
+
+    prev_nfs = {n.get("name"): n for n in (prev or {}).get("nfs", [])}
+    rows = []
+    for n in cur.get("nfs", []):
+        q = prev_nfs.get(n.get("name"))
+        rows.append([n.get("name"), n.get("service"), n.get("wakeup"),
+                     _fmt_rate(_rate(n, q, "rx_pkts", dt)), _fmt_mbps(_mbps(_rate(n, q, "rx_bytes", dt))),
+                     _fmt_rate(_rate(n, q, "tx_pkts", dt)), _fmt_rate(_rate(n, q, "kicks", dt)),
+                     _fmt_rate(_drop_rate(n, q, dt)), n.get("lent")])
+    if rows:
+        lines.append(table(["NF", "SERVICE", "WAKEUP", "RX PPS", "RX MBIT/S", "TX PPS", "KICKS/S", "DROP/S",
+                            "LENT"], rows, right=set(range(3, 9))))
+    else:
+        lines.append("(no NF attached)")
+    lines.append("")
+
+    drops, pdrops = cur.get("drops") or {}, (prev or {}).get("drops") or {}
+    parts = []
+    for k, v in drops.items():
+        r = None
+        if prev is not None and dt > 0 and isinstance(v, (int, float)):
+            r = max(v - pdrops.get(k, 0), 0) / dt
+        parts.append(f"{k} {_fmt_rate(r)}/s ({human_count(v)})")
+    lines.append("DROPS  " + ("  ".join(parts) if parts else "none"))
+    return "\n".join(lines)
+
+
+def run_top(client, interval=1.0, iterations=None, out=None):
+    """Loop until interrupted or `iterations` frames are shown. Returns an exit code."""
+    from .client import SluiceError
+    out = out or sys.stdout
+    tty = out.isatty()
+    shown = 0
+    last = None
+    try:
+        with client:
+            status = client.status()
+            prev, prev_t = client.stats(), time.monotonic()
+            if tty:
+                out.write(ALT_ON + CLEAR + render(prev, None, 0, status, interval) + "\n")
+                out.flush()
+            while iterations is None or shown < iterations:
+                time.sleep(interval)
+                cur, now = client.stats(), time.monotonic()
+                frame = last = render(cur, prev, now - prev_t, status, interval)
+                if tty:
+                    out.write(CLEAR + frame + "\n")
+                else:
+                    out.write(frame + "\n\n")
+                out.flush()
+                prev, prev_t = cur, now
+                shown += 1
+    except KeyboardInterrupt:
+        pass
+    except SluiceError as e:
+        if tty:
+            out.write(ALT_OFF)
+            tty = False
+        print(f"sluice: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if tty:
+            out.write(ALT_OFF)
+            if last:
+                out.write(last + "\n")  # leave the final frame on the normal screen
+            out.flush()
+    return 0
