@@ -102,10 +102,10 @@ sluiced:
   socket_dir: $SOCK
 ports:
   - name: client
-    vdev: net_af_packet0,iface=sl-c-host
+    vdev: net_af_packet0,iface=sl-c-host,framecnt=4096
     chain: c2s
   - name: server
-    vdev: net_af_packet1,iface=sl-s-host
+    vdev: net_af_packet1,iface=sl-s-host,framecnt=4096
     chain: s2c
 chains:
   - name: c2s

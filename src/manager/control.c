@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include <rte_ethdev.h>
 #include <rte_mempool.h>
 
 #include "sluiced.h"
@@ -147,13 +148,18 @@ static json_t *j_port(unsigned i)
 {
 	const struct port *p = &M.ports[i];
 	int32_t c = M.route->port_chain[i];
-	return json_pack("{s:I,s:s,s:s,s:o,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I}}", "id", (json_int_t)i, "name",
+	/* The device's own counters: what the PMD (or the kernel behind it) lost before sluiced saw it. */
+	struct rte_eth_stats es;
+	if (rte_eth_stats_get(p->port_id, &es) != 0)
+		memset(&es, 0, sizeof(es));
+	return json_pack("{s:I,s:s,s:s,s:o,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I},s:{s:I,s:I,s:I,s:I}}", "id", (json_int_t)i, "name",
 			 p->name, "vdev", p->vdev, "chain",
 			 c >= 0 ? json_string(M.route->chains[c].name) : json_null(), "rx_pkts",
 			 (json_int_t)p->st.rx_pkts, "rx_bytes", (json_int_t)p->st.rx_bytes, "tx_pkts",
 			 (json_int_t)p->st.tx_pkts, "tx_bytes", (json_int_t)p->st.tx_bytes, "drops", "tx_full",
 			 (json_int_t)p->st.drop_tx_full, "no_path", (json_int_t)p->st.drop_no_path, "rx_invalid",
-			 (json_int_t)p->st.drop_rx_invalid);
+			 (json_int_t)p->st.drop_rx_invalid, "device", "ipackets", (json_int_t)es.ipackets, "imissed",
+			 (json_int_t)es.imissed, "ierrors", (json_int_t)es.ierrors, "oerrors", (json_int_t)es.oerrors);
 }
 
 static json_t *j_ports(void)
@@ -299,7 +305,7 @@ static json_t *cmd_chain_set(json_t *req)
 		else
 			snprintf(t->svc[k], SL_NAME_LEN, "%s", json_string_value(s));
 	}
-	unsigned total = found >= 0 ? n : n + 1;
+	unsigned total = found >= 0 ? n : n + 1, nsvc = t->nsvc;
 	int32_t port_chain[SL_MAX_PORTS];
 	memcpy(port_chain, cur->port_chain, sizeof(port_chain));
 	char err[256];
@@ -312,7 +318,7 @@ static json_t *cmd_chain_set(json_t *req)
 	if (res)
 		return res;
 	route_publish(nr);
-	LOG("control: chain %s set (%u services)", json_string_value(name), t->nsvc);
+	LOG("control: chain %s set (%u services)", json_string_value(name), nsvc);
 	return ok_with("chain", j_chain(M.route, idx));
 }
 
