@@ -176,10 +176,12 @@ def format_stats(st):
     out = []
     ports = st.get("ports", [])
     out.append("PORTS")
-    out.append(table(["NAME", "VDEV", "CHAIN", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES", "DROPS"],
+    out.append(table(["NAME", "VDEV", "CHAIN", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES", "DROPS",
+                      "DEV MISSED"],
                      [[p.get("name"), p.get("vdev"), p.get("chain") or "-", p.get("rx_pkts"),
                        human_bytes(p.get("rx_bytes")), p.get("tx_pkts"), human_bytes(p.get("tx_bytes")),
-                       drops_str(p.get("drops"))] for p in ports]))
+                       drops_str(p.get("drops")), (p.get("device") or {}).get("imissed", "-")]
+                      for p in ports]))
     out.append("")
     out.append("NFS")
     nfs = st.get("nfs", [])
