@@ -305,7 +305,8 @@ void nf_detach(struct nf *nf, uint32_t code, const char *reason)
 	if (nf->state == NF_ATTACHED) {
 		struct wcmd c = { .type = WCMD_NF_REMOVE, .nf = id };
 		worker_call(&c);
-		LOG("nf %s detached (%s): %u buffers reclaimed", nf->name, reason ? reason : "", c.result);
+		LOG("nf %s detached (%s): %u returned packets processed, %u held buffers reclaimed", nf->name,
+		    reason ? reason : "", c.drained, c.result);
 	} else if (code) {
 		LOG("nf %s refused: %s", nf->name, reason ? reason : sl_strerror((int)code));
 	}

@@ -299,13 +299,14 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	}
 }
 
-static void drain_nf(uint16_t id, const struct route *rt)
+static uint32_t drain_nf(uint16_t id, const struct route *rt)
 {
 	struct nf *nf = &M.nfs[id];
 	struct sl_desc d[SL_BURST];
 	uint32_t n = sl_ring_dequeue_burst(nf->tx, d, SL_BURST);
 	for (uint32_t i = 0; i < n; i++)
 		handle_returned(id, nf, &d[i], rt);
+	return n;
 }
 
 static void flush_all(void)
@@ -380,8 +381,9 @@ static void exec_cmd(struct wcmd *c)
 		}
 		service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
 		/* What the NF already returned is processed normally: nothing it finished is lost. */
+		c->drained = 0;
 		for (int i = 0; i < 1024 && sl_ring_count(nf->tx) > 0; i++)
-			drain_nf((uint16_t)c->nf, M.route);
+			c->drained += drain_nf((uint16_t)c->nf, M.route);
 		flush_all();
 		c->result = nf_reclaim(c->nf);
 		for (uint32_t i = 0; i < nactive; i++)

@@ -189,7 +189,8 @@ struct wcmd {
 	enum wcmd_type type;
 	uint32_t nf;
 	struct route *route;     /* in: new route; out: the old one to free */
-	uint32_t result;
+	uint32_t result;         /* NF_ADD: 0 ok; NF_REMOVE: buffers reclaimed */
+	uint32_t drained;        /* NF_REMOVE: descriptors the NF had returned, processed normally */
 	volatile int done;
 };
 

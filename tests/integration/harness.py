@@ -1,0 +1,498 @@
+"""Test harness for the sluiced integration tests: real sluiced, real NF processes, real packets.
+
+Everything a test creates is named with the prefix ``slt-`` (temp dirs, network namespaces, veths)
+and is removed in fixture finalizers, also when the test fails:
+
+- ``wait_until(pred, timeout, what)``   poll a predicate; fail with ``what`` and the last value.
+- ``Ctl(path)``                        a control-socket client (newline-delimited JSON).
+- ``Sluice`` (fixture ``sluice``)      starts sluiced from a config dict in a per-test temp dir,
+                                       starts NFs, waits for attachment, reads stats; kills every
+                                       process it started on teardown.
+- ``Net`` (fixture ``net``)            network namespaces and veth pairs, torn down on teardown.
+- ``write_config`` / ``run_sluiced_once``  for configs that must be rejected.
+
+Only one sluiced runs at a time (it pins lcores 0 and 1); the tests are serial.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+PREFIX = "slt-"
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
+SLUICED = BUILD / "src" / "manager" / "sluiced"
+NF_BINS = {k: BUILD / "nfs" / f"sluice-nf-{k}" for k in ("fwd", "reflect", "count")}
+
+SL_MAGIC = 0x534C4345
+SL_VERSION = 1
+SL_MSG_SIZE = 128
+SL_MSG = {"HELLO": 1, "INIT": 2, "ADD_REGION": 3, "ADD_RING": 4, "CONNECTED": 5, "DISCONNECT": 6}
+SL_ERR = {"OK": 0, "MAGIC": 1, "VERSION": 2, "TRUNCATED": 3, "TYPE": 4, "ORDER": 5, "FIELD": 6,
+          "FDS": 7, "PERM": 8, "NOMEM": 9, "LIMIT": 10, "SHUTDOWN": 11, "IO": 12, "NAME": 13,
+          "TIMEOUT": 14, "MAP": 15}
+
+
+def require_env():
+    """Skip (not fail) when the environment cannot run these tests at all."""
+    if os.geteuid() != 0:
+        pytest.skip("integration tests need root (namespaces, DPDK)")
+    missing = [str(p) for p in [SLUICED, *NF_BINS.values()] if not p.exists()]
+    if missing:
+        pytest.skip("not built: " + ", ".join(missing) + " (run ninja -C build)")
+
+
+def ensure_hugepages(want=512):
+    try:
+        with open("/proc/meminfo") as f:
+            free = next(int(l.split()[1]) for l in f if l.startswith("HugePages_Free"))
+        if free < 200:
+            with open("/proc/sys/vm/nr_hugepages", "w") as f:
+                f.write(str(want))
+    except (OSError, StopIteration):
+        pass
+
+
+def wait_until(pred, timeout=10.0, what="condition", interval=0.05):
+    """Call pred() until it returns a truthy value (returned). On timeout fail with `what`."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = pred()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+def short_tmpdir():
+    """A fresh /tmp/slt-XXXX directory (short: UNIX socket paths must stay < 108 bytes)."""
+    return Path(tempfile.mkdtemp(prefix=PREFIX, dir="/tmp"))
+
+
+# ---------------------------------------------------------------- control socket
+
+
+class CtlError(Exception):
+    pass
+
+
+class Ctl:
+    """Newline-delimited JSON client for sluiced's control socket."""
+
+    def __init__(self, path, timeout=10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(str(path))
+        self.buf = b""
+
+    def send_raw(self, data: bytes):
+        self.sock.sendall(data)
+
+    def read_line(self):
+        """One response line decoded as JSON, or None at EOF."""
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                if self.buf:
+                    raise CtlError(f"EOF inside a response: {self.buf[:200]!r}")
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, cmd=None, **fields):
+        req = dict(fields)
+        if cmd is not None:
+            req["cmd"] = cmd
+        self.send_raw(json.dumps(req).encode() + b"\n")
+        resp = self.read_line()
+        if resp is None:
+            raise CtlError(f"connection closed without a response to {req}")
+        return resp
+
+    def at_eof(self, timeout=5.0):
+        """True when the server closed the connection (after any buffered lines)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except socket.timeout:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ---------------------------------------------------------------- sluiced + NFs
+
+
+def base_config(ports, chains=(), nfs=(), **sluiced):
+    s = {"pool_mbufs": 16384, "ring_size": 1024, "max_nfs": 64, "huge_pages": "auto", "lcores": "0,1"}
+    s.update(sluiced)
+    cfg = {"sluiced": s, "ports": list(ports), "chains": list(chains)}
+    if nfs:
+        cfg["nfs"] = [{"name": n} for n in nfs]
+    return cfg
+
+
+def write_config(path, cfg):
+    path = Path(path)
+    path.write_text(cfg if isinstance(cfg, str) else json.dumps(cfg, indent=1))
+    return path
+
+
+class Sluice:
+    """One sluiced instance plus the NF processes of a test. Always call cleanup() (the fixture does)."""
+
+    def __init__(self, workdir: Path):
+        self.dir = Path(workdir)
+        self.sock_dir = self.dir / "s"
+        self.nf_sock = self.sock_dir / "nf.sock"
+        self.ctl_sock = self.sock_dir / "ctl.sock"
+        self.proc = None
+        self.log_path = self.dir / "sluiced.log"
+        self.nfs = {}  # name -> Popen
+        self._ctl = None
+        self._logf = None
+
+    # -- sluiced
+
+    def start(self, cfg, timeout=30.0, log_level=None):
+        ensure_hugepages()
+        cfg_path = write_config(self.dir / "cfg.json", cfg)
+        self._logf = open(self.log_path, "wb")
+        argv = [str(SLUICED), "--config", str(cfg_path), "--socket-dir", str(self.sock_dir)]
+        if log_level:
+            argv += ["--log-level", str(log_level)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._logf,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+        def ready():
+            if "sluiced: ready" in self.log():
+                return True
+            if self.proc.poll() is not None:
+                raise AssertionError(f"sluiced exited with {self.proc.returncode} before ready:\n{self.log()}")
+            return False
+
+        wait_until(ready, timeout, "sluiced ready")
+        return self
+
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def ctl(self):
+        """A shared control connection (reconnects when sluiced closed it)."""
+        if self._ctl is None:
+            self._ctl = Ctl(self.ctl_sock)
+        return self._ctl
+
+    def request(self, cmd, **fields):
+        try:
+            return self.ctl().request(cmd, **fields)
+        except (OSError, CtlError):
+            if self._ctl:
+                self._ctl.close()
+            self._ctl = None
+            return self.ctl().request(cmd, **fields)
+
+    def ok(self, cmd, **fields):
+        r = self.request(cmd, **fields)
+        assert r.get("ok") is True, f"{cmd} {fields} failed: {r}"
+        return r
+
+    def stats(self):
+        return self.ok("stats")
+
+    def port(self, name, st=None):
+        st = st or self.stats()
+        return next(p for p in st["ports"] if p["name"] == name)
+
+    def nf(self, name, st=None):
+        st = st or self.stats()
+        return next((n for n in st["nfs"] if n["name"] == name), None)
+
+    def service(self, name, st=None):
+        st = st or self.stats()
+        return next(s for s in st["services"] if s["name"] == name)
+
+    def attached(self):
+        return {n["name"] for n in self.ok("nfs")["nfs"]}
+
+    def fd_count(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def stop(self, timeout=20.0):
+        """Orderly shutdown through the control socket; returns the exit code."""
+        if not self.alive():
+            return self.proc.returncode if self.proc else None
+        with contextlib.suppress(OSError, CtlError):
+            with Ctl(self.ctl_sock) as c:
+                c.request("shutdown")
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise AssertionError(f"sluiced did not exit within {timeout}s of shutdown:\n{self.log()[-3000:]}")
+        if self._ctl:
+            self._ctl.close()
+            self._ctl = None
+        return rc
+
+    # -- NFs
+
+    def start_nf(self, kind, name, service=None, wakeup="poll", batch=None, timeout_us=None, extra=(),
+                 wait=True, timeout=10.0):
+        argv = [str(NF_BINS[kind]), "--socket", str(self.nf_sock), "--name", name,
+                "--service", service or name, "--wakeup", wakeup]
+        if batch is not None:
+            argv += ["--batch", str(batch)]
+        if timeout_us is not None:
+            argv += ["--timeout-us", str(timeout_us)]
+        argv += [str(a) for a in extra]
+        logf = open(self.dir / f"nf-{name}.log", "ab")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        logf.close()
+        old = self.nfs.get(name)
+        if old is not None and old.poll() is None:
+            raise AssertionError(f"NF {name} already running")
+        self.nfs[name] = p
+        if wait:
+            self.wait_attached(name, timeout=timeout)
+        return p
+
+    def nf_log(self, name):
+        try:
+            return (self.dir / f"nf-{name}.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_attached(self, *names, timeout=10.0):
+        def check():
+            for n in names:
+                p = self.nfs.get(n)
+                if p is not None and p.poll() is not None:
+                    raise AssertionError(f"NF {n} exited with {p.returncode}: {self.nf_log(n)}")
+            return set(names) <= self.attached()
+
+        wait_until(check, timeout, f"NFs {names} attached")
+
+    def wait_gone(self, *names, timeout=10.0):
+        wait_until(lambda: not (set(names) & self.attached()), timeout, f"NFs {names} gone from the nf list")
+
+    def stop_nf(self, name, sig=signal.SIGTERM, timeout=10.0):
+        p = self.nfs[name]
+        if p.poll() is None:
+            p.send_signal(sig)
+        return p.wait(timeout)
+
+    # -- teardown
+
+    def cleanup(self):
+        for p in self.nfs.values():
+            if p.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(p.pid, signal.SIGCONT)
+                    os.killpg(p.pid, signal.SIGKILL)
+        for p in self.nfs.values():
+            with contextlib.suppress(Exception):
+                p.wait(5)
+        if self._ctl:
+            self._ctl.close()
+            self._ctl = None
+        if self.alive():
+            with contextlib.suppress(Exception):
+                self.stop(timeout=10)
+        if self.alive():
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self.proc.wait(5)
+        if self._logf:
+            self._logf.close()
+            self._logf = None
+
+
+def run_sluiced_once(cfg, workdir, timeout=30.0):
+    """Run sluiced on a config expected to be rejected. Returns (CompletedProcess, socket_dir)."""
+    cfg_path = write_config(Path(workdir) / "cfg.json", cfg)
+    sock_dir = Path(workdir) / "s"
+    try:
+        cp = subprocess.run([str(SLUICED), "--config", str(cfg_path), "--socket-dir", str(sock_dir)],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        subprocess.run(["pkill", "-KILL", "-f", f"--socket-dir {sock_dir}"], check=False)
+        raise AssertionError(f"sluiced did not exit on a bad config: {e}")
+    return cp, sock_dir
+
+
+# ---------------------------------------------------------------- namespaces and veths
+
+
+def sh(*argv, check=True, ns=None, timeout=60, **kw):
+    """Run a command (in namespace `ns` when given); returns CompletedProcess (text)."""
+    argv = [str(a) for a in argv]
+    if ns:
+        argv = ["ip", "netns", "exec", ns] + argv
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and cp.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} -> {cp.returncode}\n{cp.stdout}\n{cp.stderr}")
+    return cp
+
+
+def link_exists(name, ns=None):
+    return sh("ip", "link", "show", "dev", name, check=False, ns=ns).returncode == 0
+
+
+def no_offloads(dev, ns=None):
+    """TCP over af_packet/tap needs checksums in the packet: turn offloads off."""
+    sh("ethtool", "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+       check=False, ns=ns)
+
+
+def stale_cleanup():
+    """Remove slt-* namespaces and links left by an earlier, killed run."""
+    cp = sh("ip", "-o", "netns", "list", check=False)
+    for line in cp.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(PREFIX):
+            sh("ip", "netns", "del", name, check=False)
+    cp = sh("ip", "-o", "link", "show", check=False)
+    for line in cp.stdout.splitlines():
+        parts = line.split(":")
+        if len(parts) > 1:
+            name = parts[1].strip().split("@")[0]
+            if name.startswith(PREFIX):
+                sh("ip", "link", "del", name, check=False)
+
+
+class Net:
+    """Namespaces and veth pairs created by a test; cleanup() removes all of them."""
+
+    def __init__(self):
+        self.namespaces = []
+        self.links = []  # host-side link names we created
+        self.procs = []
+
+    def add_ns(self, name):
+        assert name.startswith(PREFIX), name
+        sh("ip", "netns", "del", name, check=False)
+        sh("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        sh("ip", "link", "set", "lo", "up", ns=name)
+        return name
+
+    def add_veth(self, host, peer, peer_ns=None, peer_addr=None, mac=None):
+        """veth pair host<->peer; peer moved into peer_ns and given peer_addr (CIDR). Offloads off."""
+        assert host.startswith(PREFIX) and peer.startswith(PREFIX)
+        if link_exists(host):
+            sh("ip", "link", "del", host, check=False)
+        sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+        self.links.append(host)
+        if peer_ns:
+            sh("ip", "link", "set", peer, "netns", peer_ns)
+        if mac:
+            sh("ip", "link", "set", peer, "address", mac, ns=peer_ns)
+        sh("ip", "link", "set", host, "up")
+        sh("ip", "link", "set", peer, "up", ns=peer_ns)
+        # the host end carries no IP and must not talk by itself (IPv6 DAD, router solicitations)
+        sh("sysctl", "-qw", f"net.ipv6.conf.{host}.disable_ipv6=1", check=False)
+        if peer_ns:
+            sh("sysctl", "-qw", f"net.ipv6.conf.{peer}.disable_ipv6=1", check=False, ns=peer_ns)
+        no_offloads(host)
+        no_offloads(peer, ns=peer_ns)
+        if peer_addr:
+            sh("ip", "addr", "add", peer_addr, "dev", peer, ns=peer_ns)
+        return host, peer
+
+    def popen(self, argv, ns=None, **kw):
+        argv = [str(a) for a in argv]
+        if ns:
+            argv = ["ip", "netns", "exec", ns] + argv
+        p = subprocess.Popen(argv, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                p.wait(5)
+        for l in reversed(self.links):
+            if link_exists(l):
+                sh("ip", "link", "del", l, check=False)
+        for n in reversed(self.namespaces):
+            sh("ip", "netns", "del", n, check=False)
+        self.links.clear()
+        self.namespaces.clear()
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def workdir():
+    d = short_tmpdir()
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def sluice(workdir):
+    """A Sluice bound to the test's temp dir; call sluice.start(cfg). Everything is killed afterwards."""
+    require_env()
+    s = Sluice(workdir)
+    try:
+        yield s
+    finally:
+        s.cleanup()
+
+
+@pytest.fixture
+def net():
+    """Namespaces/veths created through it are deleted after the test (pass or fail)."""
+    require_env()
+    stale_cleanup()
+    n = Net()
+    try:
+        yield n
+    finally:
+        n.cleanup()
