@@ -191,8 +191,15 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			goto out;
 		}
 		strcpy(p->vdev, json_string_value(vd));
-		if (strncmp(p->vdev, "net_", 4) != 0) {
-			fail(err, errlen, "%s.vdev: '%s' is not a net_* virtual device (PCI devices are not supported yet)",
+		if (strncmp(p->vdev, "pci:", 4) == 0) {
+			unsigned dom, bus, dev, fn;
+			char extra;
+			if (sscanf(p->vdev + 4, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &extra) != 4) {
+				fail(err, errlen, "%s.vdev: '%s': a PCI port is written pci:DDDD:BB:DD.F", where, p->vdev);
+				goto out;
+			}
+		} else if (strncmp(p->vdev, "net_", 4) != 0) {
+			fail(err, errlen, "%s.vdev: '%s' is neither a DPDK virtual device (net_*) nor pci:DDDD:BB:DD.F",
 			     where, p->vdev);
 			goto out;
 		}

@@ -164,12 +164,22 @@ static int eal_start(const char *prog, bool huge, const char *log_level)
 	char lcores[80], loglvl[32];
 	snprintf(lcores, sizeof(lcores), "%s", M.cfg.lcores);
 	snprintf(loglvl, sizeof(loglvl), "%s", log_level);
-	char *argv[16];
-	int argc = 0;
+	char *argv[16 + 2 * SL_MAX_PORTS];
+	int argc = 0, npci = 0;
 	argv[argc++] = (char *)prog;
 	argv[argc++] = "-l";
 	argv[argc++] = lcores;
-	argv[argc++] = "--no-pci"; /* never touch the machine's own NICs */
+	/* PCI devices are probed only when the config names them, and then only those
+	 * (an allowlist): the machine's own NIC is never touched. */
+	for (unsigned i = 0; i < M.cfg.nports; i++) {
+		if (strncmp(M.cfg.ports[i].vdev, "pci:", 4) == 0) {
+			argv[argc++] = "-a";
+			argv[argc++] = M.cfg.ports[i].vdev + 4;
+			npci++;
+		}
+	}
+	if (npci == 0)
+		argv[argc++] = "--no-pci";
 	argv[argc++] = "--no-telemetry";
 	argv[argc++] = "--log-level";
 	argv[argc++] = loglvl;

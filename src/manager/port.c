@@ -16,9 +16,29 @@
 #define RX_DESC 1024
 #define TX_DESC 1024
 
+/* A PCI port was probed by EAL from its allowlist (-a ADDR); find it. */
+static int pci_port_find(struct port *p, char *err, size_t errlen)
+{
+	snprintf(p->devname, sizeof(p->devname), "%s", p->vdev + 4);
+	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
+		snprintf(err, errlen, "ports[%s].vdev: PCI device %s was not probed by DPDK (is it bound to vfio-pci?)",
+			 p->name, p->devname);
+		return -1;
+	}
+	p->probed = true;
+	p->pci = true;
+	return 0;
+}
+
 int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen)
 {
+	int rc;
 	const char *args = "";
+	if (strncmp(p->vdev, "pci:", 4) == 0) {
+		if (pci_port_find(p, err, errlen) < 0)
+			return -1;
+		goto configure;
+	}
 	char *comma = strchr(p->vdev, ',');
 	size_t nlen = comma ? (size_t)(comma - p->vdev) : strlen(p->vdev);
 	if (nlen == 0 || nlen >= sizeof(p->devname)) {
@@ -30,7 +50,7 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 	if (comma)
 		args = comma + 1;
 
-	int rc = rte_vdev_init(p->devname, args);
+	rc = rte_vdev_init(p->devname, args);
 	if (rc != 0) {
 		snprintf(err, errlen, "ports[%s].vdev: DPDK could not create '%s' (%s)", p->name, p->vdev,
 			 rc == -EEXIST ? "device name already used" : rte_strerror(-rc));
@@ -41,6 +61,7 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 		snprintf(err, errlen, "ports[%s].vdev: '%s' is not an ethdev", p->name, p->devname);
 		goto fail;
 	}
+configure:;
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
 	struct rte_eth_dev_info info;
@@ -84,7 +105,8 @@ void port_close(struct port *p)
 	}
 	if (p->probed) {
 		rte_eth_dev_close(p->port_id);
-		rte_vdev_uninit(p->devname);
+		if (!p->pci)
+			rte_vdev_uninit(p->devname);
 		p->probed = false;
 	}
 }

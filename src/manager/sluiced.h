@@ -102,7 +102,7 @@ struct port {
 	char vdev[256];
 	char devname[64];
 	uint16_t port_id; /* DPDK port id */
-	bool probed, started;
+	bool probed, started, pci;
 	struct port_stats st;
 	/* TX staging, worker only */
 	uint16_t ntx;
