@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,9 @@
 #define SL_MSG_MAX_FDS  2
 #define SL_LIVENESS_NS  1000000ull /* poll mode: check the socket every ~1 ms */
 #define SL_SPIN_CHECK   4096       /* empty polls between clock reads */
+/* Empty polls between sched_yield() calls: NFs sharing a core hand it over
+ * when idle instead of spinning out their time slice (cheap when alone). */
+#define SL_YIELD_EVERY  64
 
 static inline void cpu_relax(void)
 {
@@ -616,11 +620,15 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 			else if (empty % 64 == 0 && now_ns(CLOCK_MONOTONIC) - idle_since >= spin_ns) {
 				rc = -block_rx(nf);
 				empty = 0;
-			} else
+			} else if (empty % SL_YIELD_EVERY == 0)
+				sched_yield();
+			else
 				cpu_relax();
 		} else {
 			cpu_relax();
-			if (++empty % SL_SPIN_CHECK == 0) {
+			if (++empty % SL_YIELD_EVERY == 0)
+				sched_yield();
+			if (empty % SL_SPIN_CHECK == 0) {
 				uint64_t t = now_ns(CLOCK_MONOTONIC_COARSE);
 				if (t >= next_check) {
 					next_check = t + SL_LIVENESS_NS;
