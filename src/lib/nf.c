@@ -33,6 +33,7 @@
 /* Empty polls between sched_yield() calls: NFs sharing a core hand it over
  * when idle instead of spinning out their time slice (cheap when alone). */
 #define SL_YIELD_EVERY  64
+#define SL_YIELD_BUSY   8          /* busy bursts between sched_yield() calls */
 
 static inline void cpu_relax(void)
 {
@@ -585,7 +586,7 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 {
 	struct sigaction sa, old_int, old_term;
 	uint64_t idle_since = 0, next_check = 0;
-	uint32_t empty = 0;
+	uint32_t empty = 0, busy = 0;
 	int rc = 0;
 
 	if (nf == NULL || handler == NULL)
@@ -609,6 +610,10 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		}
 		if (n > 0) {
 			empty = 0;
+			/* A busy NF never idles: hand the core over now and then so NFs
+			 * sharing it (the next hops of its chain) get to drain their rings. */
+			if (++busy % SL_YIELD_BUSY == 0 && nf->cfg.wakeup != SL_WAKE_BLOCK)
+				sched_yield();
 			continue;
 		}
 		/* idle */
