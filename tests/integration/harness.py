@@ -93,7 +93,17 @@ class Ctl:
     def __init__(self, path, timeout=10.0):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
+        # a full listen backlog makes a non-blocking AF_UNIX connect fail with EAGAIN: retry
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sock.connect(str(path))
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self.sock.close()
+                    raise
+                time.sleep(0.01)
         self.buf = b""
 
     def send_raw(self, data: bytes):
@@ -310,6 +320,10 @@ class Sluice:
             return set(names) <= self.attached()
 
         wait_until(check, timeout, f"NFs {names} attached")
+
+    def wait_nf_count(self, n, timeout=10.0):
+        """Wait until exactly n NFs are attached (status nf_count)."""
+        wait_until(lambda: self.ok("status")["nf_count"] == n, timeout, f"{n} NFs attached")
 
     def wait_gone(self, *names, timeout=10.0):
         wait_until(lambda: not (set(names) & self.attached()), timeout, f"NFs {names} gone from the nf list")

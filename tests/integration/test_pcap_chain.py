@@ -36,8 +36,8 @@ def make_packets(n=N, seed=7):
                   ICMP(id=i % 9, seq=i)][kind]
         hdr = eth / l3 / l4
         hlen = len(hdr)
-        tag = f"SEQ{i:06d}".encode()
-        body = (tag * ((size // len(tag)) + 2))[: max(size - hlen, len(tag))]
+        tag = f"S{i:05d}".encode()
+        body = (tag * ((size // len(tag)) + 2))[: max(size - hlen, len(tag))]  # always >= 1 tag
         p = hdr / Raw(body)
         pkts.append(p)
     raws = [bytes(p) for p in pkts]
