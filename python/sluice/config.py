@@ -242,6 +242,11 @@ def _sluiced(v, path="sluiced"):
         out["socket_dir"] = sd
     if "lcores" in v:
         out["lcores"] = _lcores(v["lcores"], f"{path}.lcores")
+    if out["ring_size"] * 4 > out["pool_mbufs"]:
+        # one NF may hold a whole ring's worth of buffers (sluiced checks the same)
+        raise ConfigError(f"{path}.ring_size",
+                          f"{out['ring_size']} is too large for pool_mbufs {out['pool_mbufs']} "
+                          f"(need pool_mbufs >= 4 x ring_size)")
     return out
 
 

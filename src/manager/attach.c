@@ -260,6 +260,12 @@ void attach_event(struct nf *nf, uint32_t events)
 				nf_detach(nf, 0, "socket error");
 			return;
 		}
+		if (n == 0 && nf->inlen > 0) {
+			LOG("nf %s: connection closed in the middle of a message (%zu of %d bytes)", nf->name,
+			    nf->inlen, SL_MSG_SIZE);
+			nf_detach(nf, SL_ERR_TRUNCATED, "connection closed in the middle of a message");
+			return;
+		}
 		if (n <= 0) {
 			nf_detach(nf, 0, n == 0 ? "connection closed" : strerror(errno));
 			return;

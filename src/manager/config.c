@@ -20,7 +20,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-static bool valid_name(const char *s)
+bool config_valid_name(const char *s)
 {
 	size_t n = strlen(s);
 	if (n == 0 || n >= SL_NAME_LEN)
@@ -46,7 +46,7 @@ static int get_name(json_t *obj, const char *key, const char *path, char *out, b
 	}
 	if (!json_is_string(v))
 		return fail(err, errlen, "%s.%s: must be a string", path, key);
-	if (!valid_name(json_string_value(v)))
+	if (!config_valid_name(json_string_value(v)))
 		return fail(err, errlen, "%s.%s: '%s' is not a valid name (1-31 chars of A-Z a-z 0-9 _ - .)",
 			    path, key, json_string_value(v));
 	strcpy(out, json_string_value(v));
@@ -162,6 +162,12 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	if (s && parse_sluiced(s, c, err, errlen))
 		goto out;
 
+	if ((uint64_t)c->ring_size * 4 > c->pool_mbufs) {
+		/* one NF may hold a whole ring's worth of buffers */
+		fail(err, errlen, "sluiced.ring_size: %u is too large for pool_mbufs %u (need pool_mbufs >= 4 x ring_size)",
+		     c->ring_size, c->pool_mbufs);
+		goto out;
+	}
 	json_t *ports = json_object_get(root, "ports");
 	if (!json_is_array(ports) || json_array_size(ports) == 0) {
 		fail(err, errlen, "ports: must be a non-empty list");
@@ -262,7 +268,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		size_t j;
 		json_t *sv;
 		json_array_foreach(list, j, sv) {
-			if (!json_is_string(sv) || !valid_name(json_string_value(sv))) {
+			if (!json_is_string(sv) || !config_valid_name(json_string_value(sv))) {
 				fail(err, errlen, "%s.nfs[%zu]: must be a service name", where, j);
 				goto out;
 			}

@@ -264,8 +264,8 @@ static json_t *cmd_chain_set(json_t *req)
 {
 	json_t *name = json_object_get(req, "name"), *list = json_object_get(req, "nfs"),
 	       *exit = json_object_get(req, "exit");
-	if (!json_is_string(name))
-		return error("chain_set: field 'name': must be a string");
+	if (!json_is_string(name) || !config_valid_name(json_string_value(name)))
+		return error("chain_set: field 'name': must be a name of 1-31 characters from A-Z a-z 0-9 _ - .");
 	if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 250)
 		return error("chain_set: field 'nfs': must be a list of 1..250 service names");
 	int32_t exit_port = -1;
@@ -300,8 +300,9 @@ static json_t *cmd_chain_set(json_t *req)
 	json_t *res = NULL;
 	for (unsigned k = 0; k < t->nsvc && !res; k++) {
 		json_t *s = json_array_get(list, k);
-		if (!json_is_string(s) || strlen(json_string_value(s)) >= SL_NAME_LEN)
-			res = error("chain_set: field 'nfs[%u]': must be a service name", k);
+		if (!json_is_string(s) || !config_valid_name(json_string_value(s)))
+			res = error("chain_set: field 'nfs[%u]': must be a service name of 1-31 characters from "
+				    "A-Z a-z 0-9 _ - .", k);
 		else
 			snprintf(t->svc[k], SL_NAME_LEN, "%s", json_string_value(s));
 	}
@@ -442,13 +443,13 @@ void ctl_event(void *arg, uint32_t events)
 			json_decref(req);
 			memmove(c->buf, nl + 1, c->len - line - 1);
 			c->len -= line + 1;
+			if (shutdown) { /* even if the client does not wait for the answer */
+				LOG("control: shutdown requested");
+				M.stop = true;
+			}
 			if (reply(c, resp) < 0) {
 				conn_close(c);
 				return;
-			}
-			if (shutdown) {
-				LOG("control: shutdown requested");
-				M.stop = true;
 			}
 		}
 		if (c->len == CTL_LINE_MAX) {

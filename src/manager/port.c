@@ -13,6 +13,8 @@
 
 #include "sluiced.h"
 
+#define PORT_IDX(p) ((unsigned)((p) - M.ports))
+
 #define RX_DESC 1024
 #define TX_DESC 1024
 
@@ -21,8 +23,8 @@ static int pci_port_find(struct port *p, char *err, size_t errlen)
 {
 	snprintf(p->devname, sizeof(p->devname), "%s", p->vdev + 4);
 	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
-		snprintf(err, errlen, "ports[%s].vdev: PCI device %s was not probed by DPDK (is it bound to vfio-pci?)",
-			 p->name, p->devname);
+		snprintf(err, errlen, "ports[%u].vdev (port %s): PCI device %s was not probed by DPDK (is it bound to vfio-pci?)",
+			 PORT_IDX(p), p->name, p->devname);
 		return -1;
 	}
 	p->probed = true;
@@ -42,7 +44,7 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 	char *comma = strchr(p->vdev, ',');
 	size_t nlen = comma ? (size_t)(comma - p->vdev) : strlen(p->vdev);
 	if (nlen == 0 || nlen >= sizeof(p->devname)) {
-		snprintf(err, errlen, "ports[%s].vdev: bad device name in '%s'", p->name, p->vdev);
+		snprintf(err, errlen, "ports[%u].vdev (port %s): bad device name in '%s'", PORT_IDX(p), p->name, p->vdev);
 		return -1;
 	}
 	memcpy(p->devname, p->vdev, nlen);
@@ -52,13 +54,15 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 
 	rc = rte_vdev_init(p->devname, args);
 	if (rc != 0) {
-		snprintf(err, errlen, "ports[%s].vdev: DPDK could not create '%s' (%s)", p->name, p->vdev,
-			 rc == -EEXIST ? "device name already used" : rte_strerror(-rc));
+		snprintf(err, errlen, "ports[%u].vdev (port %s): DPDK could not create '%s' (%s)", PORT_IDX(p), p->name, p->vdev,
+			 rc == -EEXIST ? "device name already used"
+			 : rc == -1    ? "the driver refused it: check the device arguments; DPDK's message above says why"
+				       : rte_strerror(-rc));
 		return -1;
 	}
 	p->probed = true;
 	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
-		snprintf(err, errlen, "ports[%s].vdev: '%s' is not an ethdev", p->name, p->devname);
+		snprintf(err, errlen, "ports[%u].vdev (port %s): '%s' is not an ethdev", PORT_IDX(p), p->name, p->devname);
 		goto fail;
 	}
 configure:;
@@ -66,26 +70,26 @@ configure:;
 	memset(&conf, 0, sizeof(conf));
 	struct rte_eth_dev_info info;
 	if (rte_eth_dev_info_get(p->port_id, &info) != 0) {
-		snprintf(err, errlen, "ports[%s]: cannot read device info", p->name);
+		snprintf(err, errlen, "ports[%u] (port %s): cannot read device info", PORT_IDX(p), p->name);
 		goto fail;
 	}
 	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
-		snprintf(err, errlen, "ports[%s]: configure failed: %s", p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "ports[%u] (port %s): configure failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
 	}
 	uint16_t nrx = RX_DESC, ntx = TX_DESC;
 	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nrx, &ntx);
 	int socket = rte_eth_dev_socket_id(p->port_id);
 	if ((rc = rte_eth_rx_queue_setup(p->port_id, 0, nrx, socket < 0 ? 0 : socket, NULL, pool)) != 0) {
-		snprintf(err, errlen, "ports[%s]: rx queue setup failed: %s", p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "ports[%u] (port %s): rx queue setup failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
 	}
 	if ((rc = rte_eth_tx_queue_setup(p->port_id, 0, ntx, socket < 0 ? 0 : socket, NULL)) != 0) {
-		snprintf(err, errlen, "ports[%s]: tx queue setup failed: %s", p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "ports[%u] (port %s): tx queue setup failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
 	}
 	if ((rc = rte_eth_dev_start(p->port_id)) != 0) {
-		snprintf(err, errlen, "ports[%s]: start failed: %s", p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "ports[%u] (port %s): start failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
 	}
 	p->started = true;

@@ -57,6 +57,8 @@ struct config {
 
 /* Parse a JSON config file. Returns 0, or -1 with a message naming the field in err. */
 int config_load(const char *path, struct config *c, char *err, size_t errlen);
+/* Is s a valid port/chain/service/NF name (1-31 of A-Z a-z 0-9 _ - .)? */
+bool config_valid_name(const char *s);
 /* Free what config_load allocated. */
 void config_free(struct config *c);
 

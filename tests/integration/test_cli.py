@@ -583,7 +583,7 @@ def test_sluiced_fails_to_start(up, socket_dir):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "sluiced exited with status 1 during startup" in r.stderr
     assert "DPDK could not create 'net_af_packet0,iface=doesnotexist0'" in r.stderr
-    assert "ports[dst].vdev" in r.stderr
+    assert "ports[1].vdev (port dst)" in r.stderr
     assert "Traceback" not in r.stderr
     assert _procs_of(socket_dir) == []
     for f in ("ctl.sock", "nf.sock", "state.json"):

@@ -95,11 +95,16 @@ def test_to_sluiced_json_shape():
 
 
 def test_sluiced_section_values():
-    n = sc.normalize(cfg(sluiced={"pool_mbufs": 1024, "ring_size": 65536, "max_nfs": 4096,
+    n = sc.normalize(cfg(sluiced={"pool_mbufs": 262144, "ring_size": 65536, "max_nfs": 4096,
                                   "huge_pages": "off", "socket_dir": "/tmp/x/", "lcores": "1, 0"}))
     assert n["sluiced"]["socket_dir"] == "/tmp/x"
     assert n["sluiced"]["lcores"] == "1,0"
     assert n["sluiced"]["ring_size"] == 65536
+
+
+def test_ring_size_must_leave_buffers_for_others():
+    with pytest.raises(sc.ConfigError, match=r"sluiced.ring_size: 4096 is too large for pool_mbufs 4096"):
+        sc.normalize(cfg(sluiced={"pool_mbufs": 4096, "ring_size": 4096}))
 
 
 @pytest.mark.parametrize("text,expect", [("on", "on"), ("off", "off"), ("auto", "auto")])

@@ -44,8 +44,6 @@ def test_shutdown_request_stops_cleanly(sluice):  # noqa: F811
     check_clean_exit(sluice, sluice.stop())
 
 
-@pytest.mark.xfail(strict=True, reason="sluiced bug: a shutdown request is dropped when its response cannot be "
-                   "written (the client closed first): control.c returns before setting M.stop")
 def test_shutdown_request_from_client_that_does_not_read(sluice):  # noqa: F811
     sluice.start(cfg())
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

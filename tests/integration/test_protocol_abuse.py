@@ -409,8 +409,6 @@ def test_control_bad_fields_name_the_field(plain):
     assert plain.port("src")["chain"] == "c"
 
 
-@pytest.mark.xfail(strict=True, reason="sluiced bug: chain_set does not validate chain/service names "
-                   "(config.c's valid_name is not applied on the control path)")
 @pytest.mark.parametrize("fields,needle", [
     ({"name": "", "nfs": ["f"]}, "'name'"),
     ({"name": "bad name", "nfs": ["f"]}, "'name'"),
