@@ -11,6 +11,9 @@ STAMP    := $(VENV)/.sluice-stamp
 BUILD    := build
 BUILD_ASAN := build-asan
 HUGEPAGES := 512
+ASAN_E2E := tests/integration/test_pcap_chain.py tests/integration/test_protocol_abuse.py \
+            tests/integration/test_nf_failure.py tests/integration/test_attach_cycles.py \
+            tests/integration/test_lifecycle.py
 
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
@@ -88,6 +91,8 @@ test: deps venv build build-asan hugepages
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v tests/integration
+	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build"
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v $(ASAN_E2E)
 
 demo: deps venv build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh
