@@ -293,7 +293,13 @@ int main(int argc, char **argv)
 	bool huge = M.cfg.huge == 1 || (M.cfg.huge == -1 && have >= (long)want_pages);
 	if (M.cfg.huge == 1 && have < (long)want_pages)
 		LOG("warning: huge_pages is on but only %ld free 2 MiB pages (about %zu wanted)", have, want_pages);
-	LOG("memory: %s (%ld free 2 MiB huge pages)", huge ? "using huge pages" : "huge pages unavailable, using 4 KiB pages (--no-huge)", have);
+	if (huge)
+		LOG("memory: using huge pages (%ld free 2 MiB huge pages)", have);
+	else if (M.cfg.huge == 0)
+		LOG("memory: using 4 KiB pages (--no-huge): sluiced.huge_pages is off");
+	else
+		LOG("memory: huge pages unavailable (%ld free 2 MiB pages, about %zu wanted), using 4 KiB pages (--no-huge)",
+		    have, want_pages);
 
 	/* Block the stop signals before EAL starts its threads, so they inherit
 	 * the mask and the signals reach only the control loop's signalfd. */

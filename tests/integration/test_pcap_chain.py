@@ -45,8 +45,9 @@ def make_packets(n=N, seed=7):
     return pkts, raws
 
 
-@pytest.mark.parametrize("wakeup", ["poll", "block", "adaptive"])
-def test_pcap_through_three_nf_chain(sluice, workdir, wakeup):  # noqa: F811
+@pytest.mark.parametrize("wakeup,huge", [("poll", "auto"), ("block", "auto"), ("adaptive", "auto"),
+                                         ("poll", "off")], ids=["poll", "block", "adaptive", "poll-4k-pages"])
+def test_pcap_through_three_nf_chain(sluice, workdir, wakeup, huge):  # noqa: F811
     pkts, raws = make_packets()
     assert min(map(len, raws)) == 60 and max(map(len, raws)) == 1514
     inp, out, dump = workdir / "in.pcap", workdir / "out.pcap", workdir / "count.json"
@@ -56,8 +57,10 @@ def test_pcap_through_three_nf_chain(sluice, workdir, wakeup):  # noqa: F811
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}],
         chains=[{"name": "c", "nfs": ["a", "b", "c"], "exit": "out"}],
-        nfs=["a", "b", "c"])
+        nfs=["a", "b", "c"], huge_pages=huge)
     sluice.start(cfg)
+    if huge == "off":  # the packet region on ordinary pages (EAL --no-huge) works the same
+        assert "using 4 KiB pages" in sluice.log() and "4 KiB ordinary" in sluice.log()
     kw = {"wakeup": wakeup}
     if wakeup != "poll":
         kw.update(batch=8, timeout_us=200)
