@@ -260,6 +260,30 @@ static void route_publish(struct route *nr)
 	route_free(c.route);
 }
 
+/* The current route's chains as specs (one spare slot at the end), to edit
+ * and rebuild a route from. Free with specs_free(specs, n + 1). */
+static struct cfg_chain *route_specs(const struct route *cur)
+{
+	struct cfg_chain *specs = calloc(cur->nchains + 1, sizeof(*specs));
+	for (unsigned i = 0; specs && i < cur->nchains; i++) {
+		const struct chain *c = &cur->chains[i];
+		snprintf(specs[i].name, SL_NAME_LEN, "%s", c->name);
+		specs[i].nsvc = c->len;
+		specs[i].svc = calloc(c->len, SL_NAME_LEN);
+		for (unsigned k = 0; k < c->len; k++)
+			snprintf(specs[i].svc[k], SL_NAME_LEN, "%s", M.services[c->svc[k]].name);
+		snprintf(specs[i].exit, SL_NAME_LEN, "%s", c->exit >= 0 ? M.ports[c->exit].name : "");
+	}
+	return specs;
+}
+
+static void specs_free(struct cfg_chain *specs, unsigned n)
+{
+	for (unsigned i = 0; specs && i < n; i++)
+		free(specs[i].svc);
+	free(specs);
+}
+
 static json_t *cmd_chain_set(json_t *req)
 {
 	json_t *name = json_object_get(req, "name"), *list = json_object_get(req, "nfs"),
@@ -277,19 +301,13 @@ static json_t *cmd_chain_set(json_t *req)
 	/* Build the new chain spec list: the current chains with this one replaced or added. */
 	const struct route *cur = M.route;
 	unsigned n = cur->nchains;
-	struct cfg_chain *specs = calloc(n + 1, sizeof(*specs));
+	struct cfg_chain *specs = route_specs(cur);
+	if (!specs)
+		return error("chain_set: out of memory");
 	int found = -1;
-	for (unsigned i = 0; i < n; i++) {
-		const struct chain *c = &cur->chains[i];
-		snprintf(specs[i].name, SL_NAME_LEN, "%s", c->name);
-		specs[i].nsvc = c->len;
-		specs[i].svc = calloc(c->len, SL_NAME_LEN);
-		for (unsigned k = 0; k < c->len; k++)
-			snprintf(specs[i].svc[k], SL_NAME_LEN, "%s", M.services[c->svc[k]].name);
-		snprintf(specs[i].exit, SL_NAME_LEN, "%s", c->exit >= 0 ? M.ports[c->exit].name : "");
-		if (!strcmp(c->name, json_string_value(name)))
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(cur->chains[i].name, json_string_value(name)))
 			found = (int)i;
-	}
 	unsigned idx = found >= 0 ? (unsigned)found : n;
 	struct cfg_chain *t = &specs[idx];
 	free(t->svc);
@@ -313,9 +331,7 @@ static json_t *cmd_chain_set(json_t *req)
 	struct route *nr = res ? NULL : route_build(specs, total, port_chain, err, sizeof(err));
 	if (!res && !nr)
 		res = error("chain_set: %s", err);
-	for (unsigned i = 0; i < total; i++)
-		free(specs[i].svc);
-	free(specs);
+	specs_free(specs, n + 1);
 	if (res)
 		return res;
 	route_publish(nr);
@@ -342,24 +358,15 @@ static json_t *cmd_port_chain_set(json_t *req)
 	}
 	/* Copy the current route (chains unchanged) with the new ingress mapping. */
 	const struct route *cur = M.route;
-	struct cfg_chain *specs = calloc(cur->nchains + 1, sizeof(*specs));
-	for (unsigned i = 0; i < cur->nchains; i++) {
-		const struct chain *c = &cur->chains[i];
-		snprintf(specs[i].name, SL_NAME_LEN, "%s", c->name);
-		specs[i].nsvc = c->len;
-		specs[i].svc = calloc(c->len, SL_NAME_LEN);
-		for (unsigned k = 0; k < c->len; k++)
-			snprintf(specs[i].svc[k], SL_NAME_LEN, "%s", M.services[c->svc[k]].name);
-		snprintf(specs[i].exit, SL_NAME_LEN, "%s", c->exit >= 0 ? M.ports[c->exit].name : "");
-	}
+	struct cfg_chain *specs = route_specs(cur);
+	if (!specs)
+		return error("port_chain_set: out of memory");
 	int32_t port_chain[SL_MAX_PORTS];
 	memcpy(port_chain, cur->port_chain, sizeof(port_chain));
 	port_chain[pi] = ci;
 	char err[256];
 	struct route *nr = route_build(specs, cur->nchains, port_chain, err, sizeof(err));
-	for (unsigned i = 0; i < cur->nchains; i++)
-		free(specs[i].svc);
-	free(specs);
+	specs_free(specs, cur->nchains + 1);
 	if (!nr)
 		return error("port_chain_set: %s", err);
 	route_publish(nr);
