@@ -3,8 +3,10 @@
 import argparse
 import json
 import os
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from . import __version__
 from . import config as sconfig
@@ -292,6 +294,27 @@ def cmd_api(args):
     return EXIT_OK if resp.get("ok") is True else EXIT_FAIL
 
 
+def bench_script():
+    """bench/run.py of the source tree this package was installed (editable) from."""
+    return Path(__file__).resolve().parents[2] / "bench" / "run.py"
+
+
+def cmd_bench(args):
+    script = bench_script()
+    if not script.is_file():
+        return die(f"the benchmark suite lives in the source tree (bench/run.py) and is not at {script}")
+    argv = [sys.executable, str(script)]
+    if args.scenarios:
+        argv += ["--scenarios", ",".join(args.scenarios)]
+    for flag in ("runs", "duration", "systems", "sizes", "nfs", "wait_quiet"):
+        v = getattr(args, flag)
+        if v is not None:
+            argv += ["--" + flag.replace("_", "-"), str(v)]
+    if args.quick:
+        argv.append("--quick")
+    return subprocess.call(argv)
+
+
 def cmd_config_check(args):
     cfg, err = load_config_or_exit(args.config, check_programs=not args.no_programs)
     if err:
@@ -477,6 +500,23 @@ def build_parser():
     fj.add_argument("--socket-dir", metavar="DIR", default=None, help="override sluiced.socket_dir")
     fj.add_argument("--no-programs", action="store_true", help="do not check that NF programs exist")
     fj.set_defaults(func=cmd_config_json)
+
+    s = _sub(subs, "bench", "run benchmark scenarios (bench/run.py) and regenerate BENCHMARKS.md",
+             "sluice bench --quick            # smoke run of every scenario, well under a minute\n"
+             "sluice bench fabric --runs 5    # the fabric sweep, 5 rounds per figure",
+             description="Run the named scenarios (default: all) with Sluice and its peers alternating in the "
+                         "same rounds, print progress and a summary table, write bench/results/<timestamp>.json "
+                         "and PNG plots, and regenerate BENCHMARKS.md. Needs root and a built tree; stops with a "
+                         "clear message while another sluiced or testpmd is running (see --wait-quiet).")
+    s.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names (default: all)")
+    s.add_argument("--quick", action="store_true", help="every scenario briefly: checks that things run, not speed")
+    s.add_argument("--runs", type=int, metavar="N", help="rounds per figure (default 5)")
+    s.add_argument("--duration", type=float, metavar="S", help="measurement window per run (default 5 s)")
+    s.add_argument("--systems", metavar="A,B", help="systems to measure (default: Sluice and every peer)")
+    s.add_argument("--sizes", metavar="B,B", help="frame sizes in bytes (default 64,1500)")
+    s.add_argument("--nfs", metavar="N,N", help="chain lengths (default 1,2,3)")
+    s.add_argument("--wait-quiet", type=float, metavar="S", help="wait up to S seconds for other DPDK runs to end")
+    s.set_defaults(func=cmd_bench)
 
     s = _sub(subs, "api", "send one raw request to the control API and print the response",
              "sluice api '{\"cmd\":\"ports\"}'\nsluice api '\"nfs\"'      # a bare command name works too")

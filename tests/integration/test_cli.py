@@ -29,7 +29,7 @@ nfs:
 
 SUBCOMMANDS = [
     ["up"], ["down"], ["status"], ["stats"], ["top"], ["chain"], ["chain", "set"], ["chain", "list"],
-    ["port"], ["port", "chain"], ["config"], ["config", "check"], ["config", "json"], ["api"],
+    ["port"], ["port", "chain"], ["config"], ["config", "check"], ["config", "json"], ["api"], ["bench"],
 ]
 
 
