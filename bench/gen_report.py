@@ -31,10 +31,16 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results"
 NOTES = HERE / "notes.md"
+NOTES_OVS = HERE / "notes_ovs.md"
 OUT = REPO / "BENCHMARKS.md"
 
 SLUICE = "sluice"
 PEER = "testpmd-memif"
+LINUX = "linux-veth"
+SYSTEM_NAMES = {SLUICE: "Sluice", PEER: "testpmd + memif", LINUX: "Linux veth + netns"}
+# fixed colours so a system keeps its colour whichever others are in a run
+COLOURS = {(SLUICE, "poll"): "C0", (SLUICE, "adaptive"): "C1", (SLUICE, "block"): "C4", (PEER, None): "C2",
+           (LINUX, None): "C3"}
 TARGET_RATIO = 2.0      # 1 NF, 64 B, poll: Sluice / peer
 TARGET_SIZE_GAP = 0.10  # 1500 B packet rate within 10 % of 64 B
 
@@ -77,7 +83,7 @@ def fmt(x, nd=2) -> str:
 
 
 def plot(data: dict, path: Path) -> bool:
-    """Draw Mpps per N for each size (Sluice poll/adaptive, testpmd memif); min-max error bars."""
+    """Draw Mpps per N for each size (Sluice poll/adaptive, testpmd memif, Linux veth); min-max error bars."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -91,7 +97,8 @@ def plot(data: dict, path: Path) -> bool:
         return False
     series = []
     for system, mode, label in ((SLUICE, "poll", "Sluice, poll NFs"), (SLUICE, "adaptive", "Sluice, adaptive NFs"),
-                                (SLUICE, "block", "Sluice, block NFs"), (PEER, None, "testpmd + memif (peer)")):
+                                (SLUICE, "block", "Sluice, block NFs"), (PEER, None, "testpmd + memif (peer)"),
+                                (LINUX, None, "Linux veth + netns (kernel forwarding)")):
         if any(r["system"] == system and r.get("mode") == mode for r in res):
             series.append((system, mode, label))
     fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.2), squeeze=False)
@@ -111,7 +118,8 @@ def plot(data: dict, path: Path) -> bool:
                 lo.append(r["median_mpps"] - r["min_mpps"])
                 hi.append(r["max_mpps"] - r["median_mpps"])
             if xs:
-                bars = ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3)
+                bars = ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3,
+                              color=COLOURS.get((system, mode)))
                 for b, y in zip(bars, ys):
                     ax.annotate(f"{y:.2f}" if y < 1 else f"{y:.1f}", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom",
                                 fontsize=7, xytext=(0, 2), textcoords="offset points")
@@ -123,7 +131,9 @@ def plot(data: dict, path: Path) -> bool:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     runs = data.get("config", {}).get("runs")
-    fig.suptitle(f"Sluice vs DPDK testpmd+memif, {data.get('machine', {}).get('cpu_model', '?')}, "
+    vs = " vs ".join(["Sluice", *(n for s, n in (("testpmd-memif", "DPDK testpmd+memif"), (LINUX, "Linux veth"))
+                                  if any(r["system"] == s for r in res))])
+    fig.suptitle(f"{vs}, {data.get('machine', {}).get('cpu_model', '?')}, "
                  f"{data.get('machine', {}).get('cpus_online', '?')} cores, {runs} run(s) each", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -137,25 +147,32 @@ def plot(data: dict, path: Path) -> bool:
 
 def scenario_rows(data: dict) -> list[str]:
     res = data["results"]
-    rows = ["| NFs | size (B) | system | NF wakeup | median Mpps | min Mpps | max Mpps | median Gbps | Sluice / peer |",
-            "|---:|---:|---|---|---:|---:|---:|---:|---:|"]
+    has_linux = any(r["system"] == LINUX for r in res)
+    rows = ["| NFs | size (B) | system | NF wakeup | median Mpps | min Mpps | max Mpps | median Gbps | Sluice / memif |"
+            + (" Sluice / Linux |" if has_linux else ""),
+            "|---:|---:|---|---|---:|---:|---:|---:|---:|" + ("---:|" if has_linux else "")]
     keys = sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0]))
-    order = {(SLUICE, "poll"): 0, (SLUICE, "adaptive"): 1, (SLUICE, "block"): 2, (PEER, None): 3}
+    order = {(SLUICE, "poll"): 0, (SLUICE, "adaptive"): 1, (SLUICE, "block"): 2, (PEER, None): 3, (LINUX, None): 4}
     for n, size in keys:
         peer = find(res, PEER, n, size, None)
+        lin = find(res, LINUX, n, size, None)
         group = sorted((r for r in res if r["nfs"] == n and r["size"] == size),
                        key=lambda r: order.get((r["system"], r.get("mode")), 9))
         for r in group:
-            ratio = "–"
-            if r["system"] == SLUICE and peer and r.get("median_mpps") is not None and peer["median_mpps"]:
-                ratio = f"{r['median_mpps'] / peer['median_mpps']:.2f}×"
-            system = "Sluice" if r["system"] == SLUICE else "testpmd + memif"
+            ratios = []
+            for p in (peer, lin) if has_linux else (peer,):
+                ratio = "–"
+                if r["system"] == SLUICE and p and r.get("median_mpps") is not None and p["median_mpps"]:
+                    ratio = f"{r['median_mpps'] / p['median_mpps']:.2f}×"
+                ratios.append(ratio)
+            system = SYSTEM_NAMES.get(r["system"], r["system"])
             if r.get("median_mpps") is None:
                 rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | failed: "
-                            f"{(r.get('error') or '?').splitlines()[0][:80]} | | | | |")
+                            f"{(r.get('error') or '?').splitlines()[0][:80]} | | | |" + " |" * len(ratios))
                 continue
             rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | {fmt(r['median_mpps'])} | "
-                        f"{fmt(r['min_mpps'])} | {fmt(r['max_mpps'])} | {fmt(r.get('gbps_median'))} | {ratio} |")
+                        f"{fmt(r['min_mpps'])} | {fmt(r['max_mpps'])} | {fmt(r.get('gbps_median'))} | "
+                        + " | ".join(ratios) + " |")
     return rows
 
 
@@ -205,7 +222,7 @@ def reading(data: dict) -> list[str]:
                    + ("no Sluice figure" if not s1 else "no peer figure") + " in this run.")
     gaps = []
     for n in sorted({r["nfs"] for r in res}):
-        for system, mode in ((SLUICE, "poll"), (SLUICE, "adaptive"), (SLUICE, "block"), (PEER, None)):
+        for system, mode in ((SLUICE, "poll"), (SLUICE, "adaptive"), (SLUICE, "block"), (PEER, None), (LINUX, None)):
             a, b = find(res, system, n, 64, mode), find(res, system, n, 1500, mode)
             if a and b and a["median_mpps"]:
                 gaps.append((system, mode, n, a["median_mpps"], b["median_mpps"], b["median_mpps"] / a["median_mpps"] - 1))
@@ -225,10 +242,24 @@ def reading(data: dict) -> list[str]:
         out.append(head + f"Sluice 1500 B rate relative to 64 B: {detail}; "
                    + (f"{len(bad)} of {len(sl_gaps)} are more than {TARGET_SIZE_GAP:.0%} below." if bad
                       else f"none of {len(sl_gaps)} is more than {TARGET_SIZE_GAP:.0%} below."))
+    l1, s1b = find(res, LINUX, 1, 64, None), find(res, SLUICE, 1, 64, "poll")
+    if l1:
+        out.append(f"- Linux veth + netns (kernel forwarding), 1 NF, 64 B: {l1['median_mpps']:.2f} Mpps"
+                   + (f"; Sluice poll is {s1b['median_mpps'] / l1['median_mpps']:.1f}× that." if s1b else "."))
+    for size in sorted({r["size"] for r in res}):
+        pts = [(n, find(res, LINUX, n, size, None)) for n in sorted({r["nfs"] for r in res})]
+        pts = [(n, r["median_mpps"]) for n, r in pts if r]
+        if len(pts) > 1:
+            out.append(f"- Linux veth, {size} B, chain length: " + ", ".join(f"{n} NF {m:.2f}" for n, m in pts)
+                       + f" Mpps ({pts[-1][0]} NFs at {pts[-1][1] / pts[0][1]:.1%} of {pts[0][0]} NF).")
     peer_gaps = [g for g in gaps if g[0] == PEER]
     if peer_gaps:
         out.append("- testpmd + memif, 64 B → 1500 B: "
                    + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in peer_gaps) + ".")
+    lin_gaps = [g for g in gaps if g[0] == LINUX]
+    if lin_gaps:
+        out.append("- Linux veth, 64 B → 1500 B: "
+                   + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in lin_gaps) + ".")
     for size in sorted({r["size"] for r in res}):
         for mode in ("poll", "adaptive", "block"):
             pts = [(n, find(res, SLUICE, n, size, mode)) for n in sorted({r["nfs"] for r in res})]
@@ -252,7 +283,8 @@ def reading(data: dict) -> list[str]:
         med = statistics.median(t[0] for t in spreads)
         r = worst[1]
         out.append(f"- Run-to-run spread (max − min) / median: median {med:.1%} over {len(spreads)} figures; widest "
-                   f"{worst[0]:.1%} ({'Sluice ' + r['mode'] if r['system'] == SLUICE else 'peer'}, {r['nfs']} NF, {r['size']} B).")
+                   f"{worst[0]:.1%} ({'Sluice ' + r['mode'] if r['system'] == SLUICE else SYSTEM_NAMES.get(r['system'], r['system'])}, "
+                   f"{r['nfs']} NF, {r['size']} B).")
     elif res:
         out.append("- Only one run per figure: no spread to report (use at least 5 runs for figures to quote).")
     fcs = [f for r in res for f in (r.get("runs_foreign_cpu") or []) if f is not None]
@@ -268,15 +300,18 @@ def reading(data: dict) -> list[str]:
 
 
 def history_rows(loaded: list[tuple[Path, dict]]) -> list[str]:
-    rows = ["| results file | kind | runs × window | Sluice 1 NF 64 B poll | peer 1 NF 64 B | ratio | Sluice 1 NF 1500 B poll |",
-            "|---|---|---|---:|---:|---:|---:|"]
+    rows = ["| results file | kind | runs × window | Sluice 1 NF 64 B poll | memif peer 1 NF 64 B | ratio | "
+            "Linux veth 1 NF 64 B | Sluice 1 NF 1500 B poll |",
+            "|---|---|---|---:|---:|---:|---:|---:|"]
     for p, d in reversed(loaded):
         res, cfg = d["results"], d.get("config", {})
         s, pe, s15 = find(res, SLUICE, 1, 64, "poll"), find(res, PEER, 1, 64, None), find(res, SLUICE, 1, 1500, "poll")
         ratio = f"{s['median_mpps'] / pe['median_mpps']:.2f}×" if s and pe and pe["median_mpps"] else "–"
+        li = find(res, LINUX, 1, 64, None)
         rows.append(f"| [{p.name}](bench/results/{p.name}) | {'quick' if cfg.get('quick') else 'full'} | "
                     f"{cfg.get('runs', '?')} × {cfg.get('duration_s', '?')} s | {fmt(s and s['median_mpps'])} | "
-                    f"{fmt(pe and pe['median_mpps'])} | {ratio} | {fmt(s15 and s15['median_mpps'])} |")
+                    f"{fmt(pe and pe['median_mpps'])} | {ratio} | {fmt(li and li['median_mpps'])} | "
+                    f"{fmt(s15 and s15['median_mpps'])} |")
     return rows
 
 
@@ -300,11 +335,16 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path) -> str:
           "- **Peer (testpmd + memif)**: one `dpdk-testpmd` as the switch (`net_null` + one `net_memif` server "
           "port per NF, io forwarding, chained port topology), and one `dpdk-testpmd` per NF (memif client, io "
           "forwarding back out of its only port). Rate = growth of the switch's `net_null` TX counter.",
+          "- **Linux veth + netns** (`linux-veth`, where measured): one network namespace per NF doing kernel IPv4 "
+          "forwarding, namespaces chained by veth pairs (generator namespace → NF 1 … NF N → sink namespace), GRO/GSO/TSO "
+          "off; the generator is `bench/udpgen.c` (AF_PACKET flood bypassing the qdisc, 1024 UDP port pairs; this kernel "
+          "has no pktgen) pinned to core 0, and RPS on NF 1's ingress veth moves the whole chain's forwarding (NET_RX "
+          "softirq) to core 1. Rate = growth of the sink veth's `rx_packets`.",
           "- **Cores** (2 on this machine): switch (sluiced worker / testpmd switch forwarding lcore) on core 1; "
           "every NF (Sluice NF process / testpmd NF forwarding lcore) on core 0, shared when N > 1; idle main lcores "
           "on the other core.",
           "- Gbps = Mpps × frame size × 8 (L2 frame bits; no preamble or inter-frame gap). "
-          "Ratio = Sluice median / peer median for the same N and size.", ""]
+          "Ratio = Sluice median / the other system's median for the same N and size.", ""]
     L += scenario_rows(head) + [""]
     png = results_dir / f"{stamp_of(head_p)}-fabric.png"
     if not png.exists():
@@ -317,6 +357,12 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path) -> str:
         notes = NOTES.read_text().strip()
         if notes:
             L += ["### Notes (hand-written, `bench/notes.md`)", "", notes, ""]
+    if NOTES_OVS.exists():
+        ovs = NOTES_OVS.read_text().strip()
+        if ovs:
+            # demote the file's own headings below this section's
+            ovs = "\n".join(("##" + ln if ln.startswith("#") else ln) for ln in ovs.splitlines())
+            L += ["## Open vSwitch with DPDK", "", ovs, ""]
     L += ["## Machine", ""] + machine_rows(head.get("machine", {}), cfg) + [""]
     L += ["## All runs", "", "Newest first; `quick` runs (1 short window) are smoke tests, not figures to quote.", ""]
     L += history_rows(loaded) + [""]

@@ -5,7 +5,8 @@
 
 Scenario "fabric": Mpps of `net_null -> N x fwd -> net_null` for Sluice (NF wakeup poll and
 adaptive) and, in the same run, for a DPDK peer (dpdk-testpmd switch + dpdk-testpmd NFs over
-net_memif). Within each round every system is measured once per (N, size), alternating, so drift
+net_memif) and a Linux peer (kernel IPv4 forwarding through one network namespace per NF, veth
+pairs, userspace UDP flood; bench/peer_linux.py). Within each round every system is measured once per (N, size), alternating, so drift
 hits all of them; each figure is the median of the rounds, with min and max.
 
 Writes bench/results/<UTC stamp>.json and <stamp>-fabric.png, then regenerates BENCHMARKS.md
@@ -41,9 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_report  # noqa: E402
 from common import RESULTS, TESTPMD, BenchError, eal_memory_args, hugepages_2m, machine_info, use_hugepages  # noqa: E402
 from peer_memif import run_peer  # noqa: E402
+import peer_linux  # noqa: E402
 import sluice_fabric  # noqa: E402
 
-SYSTEMS = ("sluice", "testpmd-memif")
+SYSTEMS = ("sluice", "testpmd-memif", "linux-veth")
+SYSTEM_ORDER = {s: i for i, s in enumerate(SYSTEMS)}
 
 
 def parse_list(s: str, conv=str) -> list:
@@ -90,11 +93,21 @@ def plan(args) -> list[dict]:
                 if "sluice" in args.systems:
                     items.append({"system": "sluice", "nfs": n, "size": size, "mode": mode})
                 # the peer sits between the Sluice modes so the systems alternate
-                if i == 0 and "testpmd-memif" in args.systems and n in args.peer_nfs:
-                    items.append({"system": "testpmd-memif", "nfs": n, "size": size, "mode": None})
-            if not args.modes and "testpmd-memif" in args.systems and n in args.peer_nfs:
-                items.append({"system": "testpmd-memif", "nfs": n, "size": size, "mode": None})
+                if i == 0:
+                    items += peers(args, n, size)
+            if not args.modes:
+                items += peers(args, n, size)
     return items
+
+
+def peers(args, n: int, size: int) -> list[dict]:
+    """The peer systems' items for one (N, size)."""
+    out = []
+    if "testpmd-memif" in args.systems and n in args.peer_nfs:
+        out.append({"system": "testpmd-memif", "nfs": n, "size": size, "mode": None})
+    if "linux-veth" in args.systems and n in args.linux_nfs:
+        out.append({"system": "linux-veth", "nfs": n, "size": size, "mode": None})
+    return out
 
 
 def key(it: dict) -> tuple:
@@ -102,7 +115,7 @@ def key(it: dict) -> tuple:
 
 
 def label(it: dict) -> str:
-    sysname = "sluice" if it["system"] == "sluice" else "peer  "
+    sysname = {"sluice": "sluice", "testpmd-memif": "memif ", "linux-veth": "linux "}.get(it["system"], it["system"])
     mode = it["mode"] or "-"
     return f"{sysname} {it['nfs']} NF {it['size']:>4} B {mode:<8}"
 
@@ -111,23 +124,25 @@ def measure(it: dict, args, logdir: Path, tag: str) -> tuple[float, dict]:
     if it["system"] == "sluice":
         return sluice_fabric.run_sluice(it["nfs"], it["size"], it["mode"], args.warmup, args.duration,
                                         logdir=logdir, tag=tag)
+    if it["system"] == "linux-veth":
+        return peer_linux.run_linux(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
     return run_peer(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
 
 
 def summary_table(results: list[dict]) -> str:
-    lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<8} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} {'vs peer':>8}",
-             "-" * 80]
-    for r in sorted(results, key=lambda r: (r["size"], r["nfs"], r["system"] != "sluice", r["mode"] or "")):
+    lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<8} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} "
+             f"{'vs memif':>8} {'vs linux':>9}",
+             "-" * 90]
+    for r in sorted(results, key=lambda r: (r["size"], r["nfs"], SYSTEM_ORDER.get(r["system"], 9), r["mode"] or "")):
         if r["median_mpps"] is None:
             lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<8} {'failed':>8}")
             continue
-        ratio = ""
-        if r["system"] == "sluice":
-            p = gen_report.find(results, "testpmd-memif", r["nfs"], r["size"], None)
-            if p and p["median_mpps"]:
-                ratio = f"{r['median_mpps'] / p['median_mpps']:.2f}x"
+        ratios = []
+        for peer in ("testpmd-memif", "linux-veth"):
+            p = gen_report.find(results, peer, r["nfs"], r["size"], None) if r["system"] == "sluice" else None
+            ratios.append(f"{r['median_mpps'] / p['median_mpps']:.2f}x" if p and p["median_mpps"] else "")
         lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<8} {r['median_mpps']:>8.2f} "
-                     f"{r['min_mpps']:>8.2f} {r['max_mpps']:>8.2f} {r['gbps_median']:>7.2f} {ratio:>8}")
+                     f"{r['min_mpps']:>8.2f} {r['max_mpps']:>8.2f} {r['gbps_median']:>7.2f} {ratios[0]:>8} {ratios[1]:>9}")
     return "\n".join(lines)
 
 
@@ -141,7 +156,8 @@ def main() -> int:
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
     ap.add_argument("--sizes", default="64,1500", help="frame sizes in bytes (default 64,1500)")
     ap.add_argument("--nfs", default="1,2,3", help="chain lengths (default 1,2,3)")
-    ap.add_argument("--peer-nfs", default=None, help="chain lengths for the peer (default: as --nfs; --quick: 1)")
+    ap.add_argument("--peer-nfs", default=None, help="chain lengths for the testpmd-memif peer (default: as --nfs; --quick: 1)")
+    ap.add_argument("--linux-nfs", default=None, help="chain lengths for the linux-veth peer (default: as --nfs)")
     ap.add_argument("--modes", default="poll,adaptive", help="Sluice NF wakeup modes (poll, adaptive, block)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="output directory (default bench/results)")
     ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md")
@@ -167,6 +183,7 @@ def main() -> int:
     args.sizes = parse_list(args.sizes, int)
     args.nfs = parse_list(args.nfs, int)
     args.peer_nfs = parse_list(args.peer_nfs, int) if args.peer_nfs else ([1] if args.quick else list(args.nfs))
+    args.linux_nfs = parse_list(args.linux_nfs, int) if args.linux_nfs else list(args.nfs)
     args.modes = parse_list(args.modes)
     for m in args.modes:
         if m not in ("poll", "adaptive", "block"):
@@ -181,6 +198,8 @@ def main() -> int:
         if "testpmd-memif" in args.systems and not (Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)):
             raise BenchError(f"dpdk-testpmd not found ({TESTPMD}); install Debian's 'dpdk' package or set "
                              "SLUICE_BENCH_TESTPMD, or pass --systems sluice")
+        if "linux-veth" in args.systems:
+            peer_linux.check_tools()  # also compiles bench/udpgen.c
         if shutil.which("stdbuf") is None or shutil.which("taskset") is None:
             raise BenchError("stdbuf and taskset (coreutils, util-linux) are required")
         if os.geteuid() != 0:
@@ -279,10 +298,14 @@ def main() -> int:
         "elapsed_s": round(time.monotonic() - t_start, 1),
         "config": {"scenarios": scenarios, "quick": args.quick, "runs": args.runs, "duration_s": args.duration,
                    "warmup_s": args.warmup, "systems": args.systems, "sizes": args.sizes, "nfs": args.nfs,
-                   "peer_nfs": args.peer_nfs, "modes": args.modes, "interrupted": interrupted,
+                   "peer_nfs": args.peer_nfs, "linux_nfs": args.linux_nfs, "modes": args.modes, "interrupted": interrupted,
                    "pinning": {"switch_core": 1, "nf_core": 0,
                                "sluiced_lcores": sluice_fabric.SLUICED_LCORES, "nf_taskset": sluice_fabric.NF_CORE,
-                               "testpmd_switch": "-l 0,1 --main-lcore 0", "testpmd_nf": "-l 1,0 --main-lcore 1"},
+                               "testpmd_switch": "-l 0,1 --main-lcore 0", "testpmd_nf": "-l 1,0 --main-lcore 1",
+                               "linux_veth": "udpgen taskset -c 0; first NF's ingress veth RPS to core 1, so the "
+                                             "kernel forwarding (NET_RX softirq) of the whole chain runs on core 1"},
+                   "linux_veth_generator": "bench/udpgen.c: AF_PACKET, PACKET_QDISC_BYPASS, sendmmsg x64, "
+                                           "1024 UDP port pairs (no pktgen in this kernel)",
                    "sluice_pool_mbufs": 16384, "sluice_ring_size": 1024, "testpmd_total_num_mbufs": 16384},
         "results": results,
         "errors": errors,

@@ -182,3 +182,64 @@ int nf_app_main(int argc, char **argv, const struct nf_app *app)
 	/* an orderly manager shutdown is a normal end too */
 	return rc == 0 || rc == -SL_ERR_SHUTDOWN ? 0 : 1;
 }
+
+/* ---- helpers for NFs that report statistics ---- */
+
+int nf_parse_u64(const char *prog, const char *flag, const char *s, uint64_t lo, uint64_t hi,
+		 uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v < lo || v > hi) {
+		fprintf(stderr, "%s: --%s '%s': expected %llu..%llu\n", prog, flag, s,
+			(unsigned long long)lo, (unsigned long long)hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+volatile sig_atomic_t nf_usr1_pending;
+
+static void on_usr1(int signo)
+{
+	(void)signo;
+	nf_usr1_pending = 1;
+}
+
+void nf_catch_usr1(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART; /* the SDK's waits must not fail with EINTR because of it */
+	sigaction(SIGUSR1, &sa, NULL);
+}
+
+int nf_write_file(const char *prog, const char *path, int (*fill)(FILE *f, void *ctx), void *ctx)
+{
+	char tmp[4096];
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+		fprintf(stderr, "%s: path too long: %s\n", prog, path);
+		return -1;
+	}
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", prog, tmp, strerror(errno));
+		return -1;
+	}
+	int bad = fill(f, ctx) < 0;
+	if (fclose(f) != 0 || bad) {
+		fprintf(stderr, "%s: error writing %s\n", prog, tmp);
+		remove(tmp);
+		return -1;
+	}
+	if (rename(tmp, path) != 0) {
+		fprintf(stderr, "%s: cannot rename %s to %s: %s\n", prog, tmp, path, strerror(errno));
+		remove(tmp);
+		return -1;
+	}
+	return 0;
+}

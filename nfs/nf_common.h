@@ -8,6 +8,8 @@
 #define SLUICE_NFS_COMMON_H
 
 #include <getopt.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "sluice/nf.h"
@@ -30,5 +32,23 @@ struct nf_app {
 
 /* Everything main() has to do. Returns the process exit status. */
 int nf_app_main(int argc, char **argv, const struct nf_app *app);
+
+/* ---- helpers for NFs that report statistics ---- */
+
+/* Parse a decimal unsigned integer in lo..hi. Returns 0, or -1 after printing
+ * "<prog>: --<flag> '<s>': expected lo..hi" on stderr. */
+int nf_parse_u64(const char *prog, const char *flag, const char *s, uint64_t lo, uint64_t hi,
+		 uint64_t *out);
+
+/* Set to 1 by SIGUSR1 once nf_catch_usr1() ran; an NF polls and clears it in
+ * its handler (dumping there, not in the signal handler, keeps stdio out of
+ * signal context). */
+extern volatile sig_atomic_t nf_usr1_pending;
+void nf_catch_usr1(void);
+
+/* Write `path` through `path`.tmp and rename(), so a reader (a test polling
+ * for the file) never sees half a dump. fill() returns 0 or -1. Returns 0,
+ * or -1 after a message on stderr. */
+int nf_write_file(const char *prog, const char *path, int (*fill)(FILE *f, void *ctx), void *ctx);
 
 #endif /* SLUICE_NFS_COMMON_H */

@@ -31,7 +31,7 @@ PREFIX = "slt-"
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
 SLUICED = BUILD / "src" / "manager" / "sluiced"
-NF_BINS = {k: BUILD / "nfs" / f"sluice-nf-{k}" for k in ("fwd", "reflect", "count")}
+NF_BINS = {k: BUILD / "nfs" / f"sluice-nf-{k}" for k in ("fwd", "reflect", "count", "gen", "sink")}
 
 SL_MAGIC = 0x534C4345
 SL_VERSION = 1
