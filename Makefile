@@ -19,7 +19,10 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
             iperf3 tcpdump tshark python3-scapy ethtool procps
 
-.PHONY: help deps venv build build-asan hugepages test demo bench clean
+# Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
+BENCH_DEB_PKGS := openvswitch-switch-dpdk
+
+.PHONY: help deps bench-deps install-debs venv build build-asan hugepages test demo bench clean
 
 help:
 	@echo "make deps        install Debian packages that are missing (apt-get)"
@@ -29,12 +32,18 @@ help:
 	@echo "make hugepages   reserve $(HUGEPAGES) x 2 MiB huge pages if possible"
 	@echo "make test        everything above, then C unit tests (both builds) and pytest"
 	@echo "make demo        two network namespaces joined through sluiced + NFs (ping, iperf3)"
-	@echo "make bench       run bench/run.py"
+	@echo "make bench       every benchmark scenario, Sluice and its peers (~1 h); BENCHMARKS.md"
 	@echo "make clean       remove build dirs and the venv"
 
 deps:
+	@$(MAKE) --no-print-directory install-debs PKGS="$(DEB_PKGS)"
+
+bench-deps:
+	@$(MAKE) --no-print-directory install-debs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
+
+install-debs:
 	@missing=""; \
-	for p in $(DEB_PKGS); do \
+	for p in $(PKGS); do \
 	  st=$$(dpkg -s "$$p" 2>/dev/null | sed -n 's/^Status: //p' || true); \
 	  [ "$$st" = "install ok installed" ] || missing="$$missing $$p"; \
 	done; \
@@ -87,12 +96,15 @@ hugepages:
 	  echo "hugepages: cannot mount hugetlbfs at /dev/hugepages (not permitted); continuing"; \
 	fi
 
-test: deps venv build build-asan hugepages
+test: deps venv $(BENCH_STAMP) build build-asan hugepages
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v tests/integration
 	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build"
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v $(ASAN_E2E)
+	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d"
 
 demo: deps venv build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh
@@ -102,12 +114,8 @@ $(BENCH_STAMP): $(STAMP)
 	$(VENV_PY) -m pip install -q --disable-pip-version-check matplotlib
 	@touch $@
 
-bench: venv $(BENCH_STAMP) build hugepages
-	@if [ -f bench/run.py ]; then \
-	  SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py; \
-	else \
-	  echo "bench: bench/run.py is not there yet"; \
-	fi
+bench: bench-deps venv $(BENCH_STAMP) build hugepages
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(VENV) .pytest_cache python/*.egg-info python/build

@@ -259,3 +259,44 @@ def machine_info() -> dict:
         "hugetlbfs_mounted": hp["mounted"],
         "python": platform.python_version(),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# progress output
+
+
+class Progress:
+    """A text progress bar for long runs: one line per step, `[#####.....] 12/40 30% eta 3m05s`.
+
+    On a terminal the bar line is redrawn in place between steps' messages; in a log (not a tty)
+    every step prints one plain line, so CI output stays readable.
+    """
+
+    WIDTH = 24
+
+    def __init__(self, total: int, stream=None):
+        import sys as _sys
+        self.total = max(1, total)
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.stream = stream or _sys.stdout
+
+    def bar(self) -> str:
+        frac = min(1.0, self.done / self.total)
+        fill = int(round(frac * self.WIDTH))
+        el = time.monotonic() - self.t0
+        eta = "" if self.done == 0 else f" eta {_mmss(el / self.done * (self.total - self.done))}"
+        return f"[{'#' * fill}{'.' * (self.WIDTH - fill)}] {self.done}/{self.total} {frac:4.0%} {_mmss(el)}{eta}"
+
+    def note(self, msg: str) -> None:
+        """A line of detail inside the current step (kept short)."""
+        print(f"      {msg}", file=self.stream, flush=True)
+
+    def step(self, msg: str) -> None:
+        self.done += 1
+        print(f"{self.bar()}  {msg}", file=self.stream, flush=True)
+
+
+def _mmss(s: float) -> str:
+    s = int(s)
+    return f"{s // 60}m{s % 60:02d}s"

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Sluice benchmark harness.
+"""Sluice benchmark harness: scenarios 1-3 of the benchmark suite, Sluice and its peers in one run.
 
-    sudo .venv/bin/python bench/run.py [--quick] [--runs N] [--duration S] [--scenarios fabric]
+    sudo .venv/bin/python bench/run.py [SCENARIO ...] [--quick] [--runs N] ...
+    SCENARIO: chain (1: chain length 1..8, 64 and 1500 B, Mpps; "fabric" is an alias),
+              zeroloss (2: RFC 2544 26.1 zero-loss rate by binary search, chains of 1 and 3),
+              latency (3: p50/p99/p99.9/max at 10/50/90 % of the zero-loss rate; runs in the
+              zeroloss sessions, so it implies the search). Default: all three.
 
-Scenario "fabric": Mpps of `net_null -> N x fwd -> net_null` for Sluice (NF wakeup poll and
-adaptive) and, in the same run, for a DPDK peer (dpdk-testpmd switch + dpdk-testpmd NFs over
-net_memif) and a Linux peer (kernel IPv4 forwarding through one network namespace per NF, veth
-pairs, userspace UDP flood; bench/peer_linux.py). Within each round every system is measured once per (N, size), alternating, so drift
-hits all of them; each figure is the median of the rounds, with min and max.
+Systems: Sluice (sluiced + sluice-nf-fwd), dpdk-testpmd NFs over net_memif, Linux forwarding
+through one network namespace per NF (veth pairs), OVS-DPDK with testpmd NFs on vhost-user.
+Within each round every system is measured once per figure, alternating, so drift hits all of
+them; each figure is the median of the rounds, with min and max. A system whose tools are
+missing is skipped with the reason printed and recorded (`skipped_systems` in the JSON).
 
-Writes bench/results/<UTC stamp>.json and <stamp>-fabric.png, then regenerates BENCHMARKS.md
+Writes bench/results/<UTC stamp>.json and <stamp>-*.png, then regenerates BENCHMARKS.md
 (bench/gen_report.py). Process logs of every measurement go to a temporary directory whose path
 is printed at the end (kept only when something failed, or with --keep-logs).
 """
@@ -40,12 +44,17 @@ import time  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_report  # noqa: E402
-from common import RESULTS, TESTPMD, BenchError, eal_memory_args, hugepages_2m, machine_info, use_hugepages  # noqa: E402
-from peer_memif import run_peer  # noqa: E402
+from common import (RESULTS, TESTPMD, BenchError, Progress, eal_memory_args, hugepages_2m,  # noqa: E402
+                    machine_info, use_hugepages)
 import peer_linux  # noqa: E402
+import peer_memif  # noqa: E402
+import peer_ovs  # noqa: E402
+import rfc2544  # noqa: E402
 import sluice_fabric  # noqa: E402
 
-SYSTEMS = ("sluice", "testpmd-memif", "linux-veth")
+SYSTEMS = ("sluice", "testpmd-memif", "linux-veth", "ovs-dpdk")
+SCENARIOS = ("chain", "zeroloss", "latency")
+SCENARIO_ALIASES = {"fabric": "chain", "1": "chain", "2": "zeroloss", "3": "latency"}
 SYSTEM_ORDER = {s: i for i, s in enumerate(SYSTEMS)}
 
 
@@ -64,7 +73,8 @@ def other_dataplanes() -> list[str]:
             comm = (d / "comm").read_text().strip()
         except OSError:
             continue
-        if comm in ("sluiced", "dpdk-testpmd", "sluice-nf-fwd") or comm.startswith("sluice-nf"):
+        if comm in ("sluiced", "dpdk-testpmd", "ovs-vswitchd-dp", "ovs-vswitchd", "sluice-bench-te") \
+                or comm.startswith("sluice-nf"):
             found.append(f"{comm} (pid {d.name})")
     return found
 
@@ -107,6 +117,8 @@ def peers(args, n: int, size: int) -> list[dict]:
         out.append({"system": "testpmd-memif", "nfs": n, "size": size, "mode": None})
     if "linux-veth" in args.systems and n in args.linux_nfs:
         out.append({"system": "linux-veth", "nfs": n, "size": size, "mode": None})
+    if "ovs-dpdk" in args.systems and n in args.peer_nfs:
+        out.append({"system": "ovs-dpdk", "nfs": n, "size": size, "mode": None})
     return out
 
 
@@ -115,7 +127,8 @@ def key(it: dict) -> tuple:
 
 
 def label(it: dict) -> str:
-    sysname = {"sluice": "sluice", "testpmd-memif": "memif ", "linux-veth": "linux "}.get(it["system"], it["system"])
+    sysname = {"sluice": "sluice", "testpmd-memif": "memif ", "linux-veth": "linux ", "ovs-dpdk": "ovs   "}.get(
+        it["system"], it["system"])
     mode = it["mode"] or "-"
     return f"{sysname} {it['nfs']} NF {it['size']:>4} B {mode:<8}"
 
@@ -126,39 +139,174 @@ def measure(it: dict, args, logdir: Path, tag: str) -> tuple[float, dict]:
                                         logdir=logdir, tag=tag)
     if it["system"] == "linux-veth":
         return peer_linux.run_linux(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
-    return run_peer(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
+    if it["system"] == "ovs-dpdk":
+        return peer_ovs.run_ovs(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
+    return peer_memif.run_peer(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
+
+
+def trials_session(system: str, nfs: int, args, logdir: Path, tag: str):
+    """The system's zero-loss/latency session (see rfc2544.py) for a chain of `nfs` NFs."""
+    size = args.trial_size
+    if system == "sluice":
+        return sluice_fabric.SluiceTrials(nfs=nfs, size=size, mode=args.trial_mode, logdir=logdir, tag=tag)
+    if system == "testpmd-memif":
+        return peer_memif.MemifTrials(nfs=nfs, size=size, logdir=logdir, tag=tag)
+    if system == "linux-veth":
+        return peer_linux.LinuxTrials(nfs=nfs, size=size, logdir=logdir, tag=tag)
+    return peer_ovs.OvsTrials(nfs=nfs, size=size, logdir=logdir, tag=tag)
+
+
+def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> list[dict]:
+    """Scenarios 2 and 3: per round, per chain length, per system (alternating) one session that
+    searches the zero-loss rate and then (scenario 3) measures latency at LOADS x that rate."""
+    systems = [s for s in SYSTEMS if s in args.trial_systems]
+    searches: dict[tuple, list] = {(s, n): [] for s in systems for n in args.trial_nfs}
+    lat_runs: dict[tuple, list] = {(s, n, ld): [] for s in systems for n in args.trial_nfs for ld in rfc2544.LOADS}
+    for rnd in range(args.runs):
+        for n in args.trial_nfs:
+            for system in systems:
+                tag = f"r{rnd + 1}-zl-{system}-n{n}"
+                name = f"round {rnd + 1}: {system} {n} NF {args.trial_size} B"
+                t0 = time.monotonic()
+                try:
+                    with trials_session(system, n, args, logdir, tag) as sess:
+                        res = rfc2544.zero_loss_search(
+                            sess, args.start_pps, args.trial_duration, args.trial_warmup,
+                            resolution=args.resolution, max_trials=args.max_trials,
+                            on_trial=lambda rate, r: progress.note(
+                                f"{system} {n} NF: offered {rate / 1e6:7.3f} Mpps, sent {(r.get('sent_pps') or 0) / 1e6:7.3f}"
+                                f" Mpps, lost {r['lost']}"))
+                        searches[(system, n)].append(res)
+                        bound = " (generator bound)" if res.generator_bound else ""
+                        msg = f"zero-loss {name}: {res.zero_loss_pps / 1e6:.3f} Mpps{bound}"
+                        if args.latency and res.zero_loss_pps > 0:
+                            parts = []
+                            for ld in rfc2544.LOADS:
+                                r = sess.trial(ld * res.zero_loss_pps, args.latency_duration, args.trial_warmup)
+                                lat_runs[(system, n, ld)].append(r)
+                                lat = r.get("latency_ns") or {}
+                                parts.append(f"{ld:.0%}: p50 {lat.get('p50', 0) / 1e3:.1f} p99 {lat.get('p99', 0) / 1e3:.1f} us"
+                                             + (f" lost {r['lost']}" if r["lost"] else ""))
+                            msg += "; latency " + ", ".join(parts)
+                    progress.step(f"{msg}  [{time.monotonic() - t0:.1f} s]")
+                except BenchError as e:
+                    errors.append({"scenario": "zeroloss", "system": system, "nfs": n, "size": args.trial_size,
+                                   "mode": args.trial_mode if system == "sluice" else None, "round": rnd + 1,
+                                   "error": str(e)})
+                    progress.step(f"zero-loss {name}: FAILED: {str(e).splitlines()[0]}")
+    rows = []
+    for (system, n), lst in searches.items():
+        mode = args.trial_mode if system == "sluice" else None
+        row = rfc2544.zeroloss_row(system, n, args.trial_size, mode, lst, args.trial_duration)
+        errs = [e["error"] for e in errors if e.get("scenario") == "zeroloss" and e["system"] == system and e["nfs"] == n]
+        if errs:
+            row["error"] = errs[-1]
+        rows.append(row)
+        if args.latency:
+            for ld in rfc2544.LOADS:
+                rows.append(rfc2544.latency_row(system, n, args.trial_size, mode, ld, lat_runs[(system, n, ld)]))
+    return rows
 
 
 def summary_table(results: list[dict]) -> str:
+    """Scenario 1 rows: one line per figure, Sluice's ratio to each peer."""
+    peers_ = [("testpmd-memif", "vs memif"), ("linux-veth", "vs linux"), ("ovs-dpdk", "vs ovs")]
     lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<8} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} "
-             f"{'vs memif':>8} {'vs linux':>9}",
-             "-" * 90]
-    for r in sorted(results, key=lambda r: (r["size"], r["nfs"], SYSTEM_ORDER.get(r["system"], 9), r["mode"] or "")):
+             + " ".join(f"{h:>8}" for _, h in peers_), "-" * 100]
+    rows = [r for r in results if r.get("scenario") in ("chain", "fabric")]
+    for r in sorted(rows, key=lambda r: (r["size"], r["nfs"], SYSTEM_ORDER.get(r["system"], 9), r["mode"] or "")):
         if r["median_mpps"] is None:
             lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<8} {'failed':>8}")
             continue
         ratios = []
-        for peer in ("testpmd-memif", "linux-veth"):
+        for peer, _ in peers_:
             p = gen_report.find(results, peer, r["nfs"], r["size"], None) if r["system"] == "sluice" else None
             ratios.append(f"{r['median_mpps'] / p['median_mpps']:.2f}x" if p and p["median_mpps"] else "")
         lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<8} {r['median_mpps']:>8.2f} "
-                     f"{r['min_mpps']:>8.2f} {r['max_mpps']:>8.2f} {r['gbps_median']:>7.2f} {ratios[0]:>8} {ratios[1]:>9}")
+                     f"{r['min_mpps']:>8.2f} {r['max_mpps']:>8.2f} {r['gbps_median']:>7.2f} "
+                     + " ".join(f"{x:>8}" for x in ratios))
     return "\n".join(lines)
 
 
-def main() -> int:
+def trials_table(results: list[dict]) -> str:
+    """Scenario 2 and 3 rows."""
+    lines = []
+    zl = [r for r in results if r.get("scenario") == "zeroloss"]
+    if zl:
+        lines += [f"{'zero-loss':<14} {'NFs':>3} {'median Mpps':>12} {'min':>8} {'max':>8}  generator-bound runs", "-" * 70]
+        for r in sorted(zl, key=lambda r: (r["nfs"], SYSTEM_ORDER.get(r["system"], 9))):
+            if r["median_pps"] is None:
+                lines.append(f"{r['system']:<14} {r['nfs']:>3} {'failed':>12}")
+                continue
+            gb = sum(1 for b in r["runs_generator_bound"] if b)
+            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['median_pps'] / 1e6:>12.3f} {r['min_pps'] / 1e6:>8.3f} "
+                         f"{r['max_pps'] / 1e6:>8.3f}  {gb} of {len(r['runs_generator_bound'])}")
+    lat = [r for r in results if r.get("scenario") == "latency"]
+    if lat:
+        lines += ["", f"{'latency (us)':<14} {'NFs':>3} {'load':>5} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} {'lost':>6}",
+                  "-" * 70]
+        for r in sorted(lat, key=lambda r: (r["nfs"], r["load"], SYSTEM_ORDER.get(r["system"], 9))):
+            m = r.get("median_ns")
+            if not m:
+                lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['load']:>5.0%} {'-':>9}")
+                continue
+            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['load']:>5.0%} " + " ".join(
+                f"{m[p] / 1e3:>9.1f}" for p in ("p50", "p99", "p999", "max")) + f" {sum(r['runs_lost']):>6}")
+    return "\n".join(lines)
+
+
+def available_systems(wanted: list[str], need_trials: bool) -> tuple[list[str], dict[str, str]]:
+    """The wanted systems whose tools are here, and why the others are skipped."""
+    ok, skipped = [], {}
+    for s in wanted:
+        try:
+            if s == "sluice":
+                sluice_fabric.check_binaries((sluice_fabric.NF_GEN, sluice_fabric.NF_SINK) if need_trials else ())
+            elif s == "testpmd-memif":
+                if not (Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)):
+                    raise BenchError(f"dpdk-testpmd not found ({TESTPMD}); install Debian's 'dpdk' package")
+                if need_trials:
+                    peer_memif.check_tester()
+            elif s == "linux-veth":
+                peer_linux.check_tools()  # also compiles bench/udpgen.c
+            elif s == "ovs-dpdk":
+                peer_ovs.check_tools()
+                if need_trials:
+                    peer_memif.check_tester()
+            ok.append(s)
+        except BenchError as e:
+            skipped[s] = str(e)
+    return ok, skipped
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smoke run: 1 round, 1 s windows, 0.3 s warm-up, peer at 1 NF only")
+    ap.add_argument("scenario", nargs="*", help="chain, zeroloss, latency (default: all)")
+    ap.add_argument("--scenarios", default=None, help="comma list, same as the positional SCENARIOs")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run of every scenario (1 round, short windows, 1 NF, 64 B; checks that things "
+                         "run, never how fast)")
     ap.add_argument("--runs", type=int, default=None, help="rounds (figures are medians over them; default 5)")
-    ap.add_argument("--duration", type=float, default=None, help="measurement window per run, seconds (default 5)")
-    ap.add_argument("--warmup", type=float, default=None, help="warm-up before each window, seconds (default 2)")
-    ap.add_argument("--scenarios", default="fabric", help="comma list; only 'fabric' exists")
+    ap.add_argument("--duration", type=float, default=None, help="scenario 1 window per run, seconds (default 3)")
+    ap.add_argument("--warmup", type=float, default=None, help="scenario 1 warm-up before each window, s (default 1)")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
-    ap.add_argument("--sizes", default="64,1500", help="frame sizes in bytes (default 64,1500)")
-    ap.add_argument("--nfs", default="1,2,3", help="chain lengths (default 1,2,3)")
-    ap.add_argument("--peer-nfs", default=None, help="chain lengths for the testpmd-memif peer (default: as --nfs; --quick: 1)")
-    ap.add_argument("--linux-nfs", default=None, help="chain lengths for the linux-veth peer (default: as --nfs)")
-    ap.add_argument("--modes", default="poll,adaptive", help="Sluice NF wakeup modes (poll, adaptive, block)")
+    ap.add_argument("--sizes", default=None, help="scenario 1 frame sizes in bytes (default 64,1500)")
+    ap.add_argument("--nfs", default=None, help="scenario 1 chain lengths (default 1,2,...,8)")
+    ap.add_argument("--peer-nfs", default=None, help="scenario 1 chain lengths for testpmd-memif and ovs-dpdk "
+                    "(default: as --nfs)")
+    ap.add_argument("--linux-nfs", default=None, help="scenario 1 chain lengths for linux-veth (default: as --nfs)")
+    ap.add_argument("--modes", default=None, help="scenario 1 Sluice NF wakeup modes (default poll,adaptive)")
+    ap.add_argument("--trial-nfs", default=None, help="scenarios 2-3 chain lengths (default 1,3)")
+    ap.add_argument("--trial-size", type=int, default=66,
+                    help="scenarios 2-3 frame size (default 66: the smallest that holds the 24-byte stamp)")
+    ap.add_argument("--trial-mode", default="adaptive", help="scenarios 2-3 Sluice NF wakeup mode (default adaptive)")
+    ap.add_argument("--trial-duration", type=float, default=None, help="counted part of a search trial, s (default 1)")
+    ap.add_argument("--trial-warmup", type=float, default=None, help="warm-up before each trial, s (default 0.3)")
+    ap.add_argument("--latency-duration", type=float, default=None, help="latency trial length, s (default 2)")
+    ap.add_argument("--start-pps", type=float, default=15e6,
+                    help="first (probe) offered rate of a search; its achieved rate is the generator's ceiling")
+    ap.add_argument("--resolution", type=float, default=0.02, help="search stops when bounds are this close (relative)")
+    ap.add_argument("--max-trials", type=int, default=None, help="trials per search, probe included (default 9)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="output directory (default bench/results)")
     ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md")
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
@@ -168,38 +316,51 @@ def main() -> int:
                     help="measure even when other data-plane processes run (figures will be disturbed; "
                          "the JSON records it)")
     ap.add_argument("--keep-logs", action="store_true", help="keep process logs even when all went well")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
-    args.runs = args.runs if args.runs is not None else (1 if args.quick else 5)
-    args.duration = args.duration if args.duration is not None else (1.0 if args.quick else 5.0)
-    args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 2.0)
-    scenarios = parse_list(args.scenarios)
-    if scenarios != ["fabric"]:
-        ap.error(f"unknown scenario(s) {scenarios}; available: fabric")
-    args.systems = parse_list(args.systems)
-    for s in args.systems:
+    q = args.quick
+    names = list(args.scenario) + (parse_list(args.scenarios) if args.scenarios else [])
+    scenarios = []
+    for n in names or SCENARIOS:
+        n = SCENARIO_ALIASES.get(n, n)
+        if n not in SCENARIOS:
+            ap.error(f"unknown scenario {n!r}; available: {', '.join(SCENARIOS)} (alias: fabric = chain)")
+        if n not in scenarios:
+            scenarios.append(n)
+    args.latency = "latency" in scenarios
+    want_trials = "zeroloss" in scenarios or args.latency
+    if args.latency and "zeroloss" not in scenarios:
+        scenarios.insert(scenarios.index("latency"), "zeroloss")  # latency needs the zero-loss rate
+
+    args.runs = args.runs if args.runs is not None else (1 if q else 5)
+    args.duration = args.duration if args.duration is not None else (0.5 if q else 3.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.2 if q else 1.0)
+    args.sizes = parse_list(args.sizes or ("64" if q else "64,1500"), int)
+    args.nfs = parse_list(args.nfs or ("1" if q else "1,2,3,4,5,6,7,8"), int)
+    args.peer_nfs = parse_list(args.peer_nfs, int) if args.peer_nfs else list(args.nfs)
+    args.linux_nfs = parse_list(args.linux_nfs, int) if args.linux_nfs else list(args.nfs)
+    args.modes = parse_list(args.modes or ("poll" if q else "poll,adaptive"))
+    args.trial_nfs = parse_list(args.trial_nfs or ("1" if q else "1,3"), int)
+    args.trial_duration = args.trial_duration if args.trial_duration is not None else (0.2 if q else 1.0)
+    args.trial_warmup = args.trial_warmup if args.trial_warmup is not None else (0.1 if q else 0.3)
+    args.latency_duration = args.latency_duration if args.latency_duration is not None else (0.2 if q else 2.0)
+    args.max_trials = args.max_trials if args.max_trials is not None else (3 if q else 9)
+    for m in [*args.modes, args.trial_mode]:
+        if m not in ("poll", "adaptive", "block"):
+            ap.error(f"unknown NF wakeup mode {m!r} (poll, adaptive, block)")
+    if args.runs < 1 or args.duration <= 0 or args.warmup < 0 or args.trial_duration <= 0:
+        ap.error("--runs must be >= 1, --duration and --trial-duration > 0, --warmup >= 0")
+    if not 66 <= args.trial_size <= 1514:
+        ap.error("--trial-size must be 66..1514 (the stamp needs 66 bytes)")
+    if any(n < 1 or n > 16 for n in [*args.nfs, *args.trial_nfs]):
+        ap.error("chain lengths must be 1..16")
+    wanted = parse_list(args.systems)
+    for s in wanted:
         if s not in SYSTEMS:
             ap.error(f"unknown system {s!r}; available: {', '.join(SYSTEMS)}")
-    args.sizes = parse_list(args.sizes, int)
-    args.nfs = parse_list(args.nfs, int)
-    args.peer_nfs = parse_list(args.peer_nfs, int) if args.peer_nfs else ([1] if args.quick else list(args.nfs))
-    args.linux_nfs = parse_list(args.linux_nfs, int) if args.linux_nfs else list(args.nfs)
-    args.modes = parse_list(args.modes)
-    for m in args.modes:
-        if m not in ("poll", "adaptive", "block"):
-            ap.error(f"unknown mode {m!r}")
-    if args.runs < 1 or args.duration <= 0 or args.warmup < 0:
-        ap.error("--runs must be >= 1, --duration > 0, --warmup >= 0")
 
     # --- preflight: clear errors before anything starts
     try:
-        if "sluice" in args.systems:
-            sluice_fabric.check_binaries()
-        if "testpmd-memif" in args.systems and not (Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)):
-            raise BenchError(f"dpdk-testpmd not found ({TESTPMD}); install Debian's 'dpdk' package or set "
-                             "SLUICE_BENCH_TESTPMD, or pass --systems sluice")
-        if "linux-veth" in args.systems:
-            peer_linux.check_tools()  # also compiles bench/udpgen.c
         if shutil.which("stdbuf") is None or shutil.which("taskset") is None:
             raise BenchError("stdbuf and taskset (coreutils, util-linux) are required")
         if os.geteuid() != 0:
@@ -214,6 +375,13 @@ def main() -> int:
     except BenchError as e:
         print(f"run.py: error: {e}", file=sys.stderr)
         return 2
+    args.systems, skipped = available_systems(wanted, want_trials)
+    for s, why in skipped.items():
+        print(f"run.py: skipping {s}: {why}", file=sys.stderr)
+    if "sluice" not in args.systems and "sluice" in wanted:
+        print("run.py: error: Sluice itself cannot run: " + skipped["sluice"], file=sys.stderr)
+        return 2
+    args.trial_systems = list(args.systems)
     if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
         print("run.py: warning: lcores 0 and 1 are not both available; pinning assumes them", file=sys.stderr)
     hp = hugepages_2m()
@@ -231,26 +399,31 @@ def main() -> int:
         pass
     machine["other_dataplanes_at_start"] = other_dataplanes()
     machine["dpdk_memory"] = "huge pages" if use_hugepages() else "4 KiB pages (--no-huge)"
-    items = plan(args)
-    if not items:
+    items = plan(args) if "chain" in scenarios else []
+    n_sessions = len(args.trial_nfs) * len(args.trial_systems) * args.runs if want_trials else 0
+    logdir = Path(tempfile.mkdtemp(prefix=f"sluice-bench-{stamp}-"))
+    total = len(items) * args.runs + n_sessions
+    if total == 0:
         print("run.py: nothing to measure with these options", file=sys.stderr)
         return 2
-    logdir = Path(tempfile.mkdtemp(prefix=f"sluice-bench-{stamp}-"))
-    total = len(items) * args.runs
-    print(f"run.py: {len(items)} figures x {args.runs} round(s), {args.warmup:g} s warm-up + {args.duration:g} s window "
-          f"each (about {total * (args.warmup + args.duration + 1.0) / 60:.1f} min); logs in {logdir}", flush=True)
+    est = len(items) * args.runs * (args.warmup + args.duration + 2.0) + n_sessions * (
+        args.max_trials * (args.trial_duration + args.trial_warmup + 0.8)
+        + (3 * (args.latency_duration + args.trial_warmup + 0.8) if args.latency else 0) + 3.0)
+    print(f"run.py: scenarios {', '.join(scenarios)}; systems {', '.join(args.systems)}; {args.runs} round(s); "
+          f"{len(items) * args.runs} scenario-1 measurements ({args.warmup:g} s warm-up + {args.duration:g} s window), "
+          f"{n_sessions} zero-loss sessions; about {est / 60:.0f} min; logs in {logdir}", flush=True)
+    progress = Progress(total)
 
     runs: dict[tuple, list[float]] = {key(it): [] for it in items}
     extras: dict[tuple, dict] = {}
     foreign: dict[tuple, list[float]] = {key(it): [] for it in items}
     errors: list[dict] = []
-    done = 0
     t_start = time.monotonic()
     interrupted = False
+    trial_rows: list[dict] = []
     try:
-        for rnd in range(args.runs):
+        for rnd in range(args.runs if items else 0):
             for it in items:
-                done += 1
                 tag = f"r{rnd + 1}-{it['system']}-n{it['nfs']}-s{it['size']}-{it['mode'] or 'io'}"
                 busy = wait_quiet(args.wait_quiet)
                 if busy:
@@ -265,12 +438,13 @@ def main() -> int:
                     if extra:
                         extras[key(it)] = extra
                     warn = f"  (other load {fc:.0%} of CPU!)" if fc is not None and fc > 0.05 else ""
-                    print(f"[{done:>3}/{total}] round {rnd + 1}: {label(it)} {mpps:8.2f} Mpps "
-                          f"({mpps * it['size'] * 8 / 1000:7.2f} Gbps)  [{time.monotonic() - t0:.1f} s]{warn}", flush=True)
+                    progress.step(f"round {rnd + 1}: {label(it)} {mpps:8.2f} Mpps "
+                                  f"({mpps * it['size'] * 8 / 1000:7.2f} Gbps)  [{time.monotonic() - t0:.1f} s]{warn}")
                 except BenchError as e:
-                    errors.append({**it, "round": rnd + 1, "error": str(e)})
-                    first = str(e).splitlines()[0]
-                    print(f"[{done:>3}/{total}] round {rnd + 1}: {label(it)}   FAILED: {first}", flush=True)
+                    errors.append({**it, "scenario": "chain", "round": rnd + 1, "error": str(e)})
+                    progress.step(f"round {rnd + 1}: {label(it)}   FAILED: {str(e).splitlines()[0]}")
+        if want_trials:
+            trial_rows = run_trials(args, logdir, progress, errors)
     except KeyboardInterrupt:
         interrupted = True
         print("run.py: interrupted; writing what was measured", file=sys.stderr)
@@ -278,7 +452,7 @@ def main() -> int:
     results = []
     for it in items:
         vals = runs[key(it)]
-        r = {"system": it["system"], "scenario": "fabric", "nfs": it["nfs"], "size": it["size"], "mode": it["mode"],
+        r = {"system": it["system"], "scenario": "chain", "nfs": it["nfs"], "size": it["size"], "mode": it["mode"],
              "runs_mpps": [round(v, 4) for v in vals],
              "median_mpps": round(statistics.median(vals), 4) if vals else None,
              "min_mpps": round(min(vals), 4) if vals else None,
@@ -287,21 +461,30 @@ def main() -> int:
         r["runs_foreign_cpu"] = foreign[key(it)]
         if key(it) in extras:
             r["last_run_stats"] = extras[key(it)]
-        errs = [e["error"] for e in errors if key(e) == key(it)]
+        errs = [e["error"] for e in errors if e.get("scenario") == "chain" and key(e) == key(it)]
         if errs:
             r["error"] = errs[-1]
         results.append(r)
+    results += trial_rows
 
     out = {
         "machine": machine,
         "started": started.isoformat(timespec="seconds"),
         "elapsed_s": round(time.monotonic() - t_start, 1),
         "config": {"scenarios": scenarios, "quick": args.quick, "runs": args.runs, "duration_s": args.duration,
-                   "warmup_s": args.warmup, "systems": args.systems, "sizes": args.sizes, "nfs": args.nfs,
+                   "warmup_s": args.warmup, "systems": args.systems, "skipped_systems": skipped,
+                   "sizes": args.sizes, "nfs": args.nfs,
                    "peer_nfs": args.peer_nfs, "linux_nfs": args.linux_nfs, "modes": args.modes, "interrupted": interrupted,
+                   "trial_nfs": args.trial_nfs, "trial_size": args.trial_size, "trial_mode": args.trial_mode,
+                   "trial_duration_s": args.trial_duration, "trial_warmup_s": args.trial_warmup,
+                   "latency_duration_s": args.latency_duration, "latency_loads": list(rfc2544.LOADS),
+                   "search": {"resolution": args.resolution, "max_trials": args.max_trials,
+                              "start_pps": args.start_pps},
                    "pinning": {"switch_core": 1, "nf_core": 0,
                                "sluiced_lcores": sluice_fabric.SLUICED_LCORES, "nf_taskset": sluice_fabric.NF_CORE,
                                "testpmd_switch": "-l 0,1 --main-lcore 0", "testpmd_nf": "-l 1,0 --main-lcore 1",
+                               "ovs": "pmd-cpu-mask=0x2 (PMD thread on core 1), dpdk-lcore-mask=0x1; NFs as testpmd",
+                               "testers": "Sluice gen/sink NFs, DPDK tester, Linux udpgen/sink: core 0, with the NFs",
                                "linux_veth": "udpgen taskset -c 0; first NF's ingress veth RPS to core 1, so the "
                                              "kernel forwarding (NET_RX softirq) of the whole chain runs on core 1"},
                    "linux_veth_generator": "bench/udpgen.c: AF_PACKET, PACKET_QDISC_BYPASS, sendmmsg x64, "
@@ -314,10 +497,12 @@ def main() -> int:
     jpath = args.results / f"{stamp}.json"
     jpath.write_text(json.dumps(out, indent=1) + "\n")
     print()
-    print(summary_table(results))
+    if items:
+        print(summary_table(results))
+    if trial_rows:
+        print(trials_table(results))
     print(f"\nrun.py: wrote {jpath}")
-    png = args.results / f"{stamp}-fabric.png"
-    if any(r["median_mpps"] is not None for r in results) and gen_report.plot(out, png):
+    for png in gen_report.plots(out, args.results / stamp):
         print(f"run.py: wrote {png}")
     if not args.no_report and args.results.resolve() == RESULTS.resolve():
         gen_report.main([])

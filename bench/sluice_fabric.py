@@ -33,12 +33,14 @@ from peer_memif import measure_rate  # noqa: E402
 BUILD = Path(os.environ.get("SLUICE_BENCH_BUILD", REPO / "build"))
 SLUICED = BUILD / "src" / "manager" / "sluiced"
 NF_FWD = BUILD / "nfs" / "sluice-nf-fwd"
+NF_GEN = BUILD / "nfs" / "sluice-nf-gen"
+NF_SINK = BUILD / "nfs" / "sluice-nf-sink"
 NF_CORE = "0"          # taskset core of every NF
 SLUICED_LCORES = "0,1"  # main lcore 0, worker lcore 1
 
 
-def check_binaries() -> None:
-    missing = [str(p) for p in (SLUICED, NF_FWD) if not (p.is_file() and os.access(p, os.X_OK))]
+def check_binaries(extra=()) -> None:
+    missing = [str(p) for p in (SLUICED, NF_FWD, *extra) if not (p.is_file() and os.access(p, os.X_OK))]
     if missing:
         hint = ("run `meson setup build && ninja -C build` (or `make`) first" if not BUILD.exists()
                 else "run `ninja -C build` first")
@@ -77,26 +79,31 @@ class Ctl:
             pass
 
 
-def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024) -> dict:
+def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, tester: bool = False) -> dict:
+    """The fabric set-up; with `tester` the chain is gen -> fwd1..N -> sink and the supply port
+    starts without an ingress chain (trials switch it on and off)."""
     services = [f"fwd{k}" for k in range(1, nfs + 1)]
+    chain = ["gen", *services, "sink"] if tester else services
+    src = {"name": "src", "vdev": f"net_null0,size={size},copy=0"}
+    if not tester:
+        src["chain"] = "c"
     return {
         "sluiced": {"pool_mbufs": mbufs, "ring_size": ring, "max_nfs": 64, "huge_pages": "auto",
                     "lcores": SLUICED_LCORES},
-        "ports": [
-            {"name": "src", "vdev": f"net_null0,size={size},copy=0", "chain": "c"},
-            {"name": "dst", "vdev": f"net_null1,size={size},copy=0"},
-        ],
-        "chains": [{"name": "c", "nfs": services, "exit": "dst"}],
-        "nfs": [{"name": s} for s in services],
+        "ports": [src, {"name": "dst", "vdev": f"net_null1,size={size},copy=0"}],
+        "chains": [{"name": "c", "nfs": chain, "exit": "dst"}],
+        "nfs": [{"name": s} for s in chain],
     }
 
 
 class SluiceFabric:
     """sluiced + N forwarding NFs; use as a context manager."""
 
+    tester = False  # SluiceTrials: gen/sink around the fwd NFs
+
     def __init__(self, nfs: int = 1, size: int = 64, mode: str = "poll", logdir: Path | None = None,
                  tag: str = "sluice"):
-        check_binaries()
+        check_binaries((NF_GEN, NF_SINK) if self.tester else ())
         if mode not in ("poll", "adaptive", "block"):
             raise ValueError(f"bad wakeup mode {mode!r}")
         self.nfs, self.size, self.mode = nfs, size, mode
@@ -131,7 +138,7 @@ class SluiceFabric:
         self._tmp = tempfile.TemporaryDirectory(prefix="sluice-bench-")
         d = Path(self._tmp.name)
         cfg = d / "sluiced.json"
-        cfg.write_text(json.dumps(make_config(self.nfs, self.size), indent=1))
+        cfg.write_text(json.dumps(make_config(self.nfs, self.size, tester=self.tester), indent=1))
         self.sluiced, self.sluiced_out = spawn(
             [str(SLUICED), "--config", str(cfg), "--socket-dir", str(d)], "sluiced", logf=self._log("sluiced"))
         self.sluiced_out.wait_for(r"sluiced: ready", timeout=60)
@@ -141,18 +148,22 @@ class SluiceFabric:
                     "--name", f"fwd{k}.0", "--service", f"fwd{k}", "--wakeup", self.mode]
             proc, out = spawn(argv, f"sluice-nf-fwd fwd{k}.0", logf=self._log(f"fwd{k}"))
             self.nf_procs.append((proc, out))
-        deadline = time.monotonic() + 20
+        self.wait_attached(self.nfs, self.nf_procs)
+
+    def wait_attached(self, want: int, procs: list, timeout: float = 20.0) -> None:
+        """Until `want` NFs are attached; fails early when one of `procs` or sluiced exits."""
+        deadline = time.monotonic() + timeout
         while True:
             attached = self.ctl.call("nfs").get("nfs", [])
-            if len(attached) >= self.nfs:
+            if len(attached) >= want:
                 break
-            for proc, out in self.nf_procs:
+            for proc, out in procs:
                 if proc.poll() is not None:
                     raise BenchError(f"{out.name} exited with {proc.returncode} before attaching:\n{out.tail()}")
             if self.sluiced.poll() is not None:
                 raise BenchError(f"sluiced exited with {self.sluiced.returncode}:\n{self.sluiced_out.tail()}")
             if time.monotonic() > deadline:
-                raise BenchError(f"only {len(attached)} of {self.nfs} NFs attached within 20 s")
+                raise BenchError(f"only {len(attached)} of {want} NFs attached within {timeout:.0f} s")
             time.sleep(0.05)
 
     def pids(self) -> list[int]:
@@ -201,6 +212,83 @@ class SluiceFabric:
             self._tmp = None
 
 
+class SluiceTrials(SluiceFabric):
+    """Zero-loss and latency trials: src (net_null, the buffer supply) -> gen -> fwd1..N -> sink.
+
+    sluiced and the N fwd NFs stay up for the whole session; every trial starts a fresh
+    sluice-nf-sink (--measure-id 0) and sluice-nf-gen (--rate-pps R, --warmup W, --count W+C),
+    switches the supply on (port_chain_set src c), waits out warm-up + trial + stragglers, switches
+    it off and reads both NFs' JSON dumps. gen and sink are NFs like the ones under test: they share
+    core 0 and cost two extra hops through the worker (see bench/README.md).
+    The trial dict has the keys every system's trial() returns (see bench/run.py).
+    """
+
+    tester = True
+
+    def __init__(self, nfs: int = 1, size: int = 66, mode: str = "poll", logdir: Path | None = None,
+                 tag: str = "sluice-trials", tester_wakeup: str = "block"):
+        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag)
+        self.tester_wakeup = tester_wakeup
+        self.n_trials = 0
+
+    def _nf_stats(self) -> dict:
+        return {n.get("service"): n for n in self.stats().get("nfs", [])}
+
+    def trial(self, rate_pps: float, duration: float, warmup: float) -> dict:
+        d = Path(self._tmp.name)
+        self.n_trials += 1
+        counted, warm = max(1, round(rate_pps * duration)), round(rate_pps * warmup)
+        gen_dump, sink_dump = d / f"gen{self.n_trials}.json", d / f"sink{self.n_trials}.json"
+        sock = str(d / "nf.sock")
+        common = ["--socket", sock, "--wakeup"]
+        sink = spawn(["taskset", "-c", NF_CORE, str(NF_SINK), *common, self.tester_wakeup, "--name", "sink.0",
+                      "--service", "sink", "--measure-id", "0", "--dump", str(sink_dump)],
+                     "sluice-nf-sink", logf=self._log(f"sink{self.n_trials}"))
+        # gen polls: the supply keeps its ring full, so it never sleeps anyway
+        gen = spawn(["taskset", "-c", NF_CORE, str(NF_GEN), *common, "poll", "--name", "gen.0",
+                     "--service", "gen", "--rate-pps", str(round(rate_pps)), "--size", str(self.size),
+                     "--warmup", str(warm), "--count", str(warm + counted), "--dump", str(gen_dump)],
+                    "sluice-nf-gen", logf=self._log(f"gen{self.n_trials}"))
+        try:
+            self.wait_attached(self.nfs + 2, [sink, gen, *self.nf_procs])
+            before = self._nf_stats()
+            self.ctl.call("port_chain_set", port="src", chain="c")
+            time.sleep(warmup + duration)
+            # stragglers: until the sink's count stands still for 200 ms (at most 2 s more)
+            last, still_since, t_end = -1, time.monotonic(), time.monotonic() + 2.0
+            while time.monotonic() < t_end:
+                rx = self._nf_stats().get("sink", {}).get("rx_pkts", 0)
+                if rx != last:
+                    last, still_since = rx, time.monotonic()
+                elif time.monotonic() - still_since >= 0.2:
+                    break
+                time.sleep(0.05)
+            self.ctl.call("port_chain_set", port="src", chain=None)
+            after = self._nf_stats()
+            self.check_alive()
+        finally:
+            stop_process(gen[0], grace=3)
+            stop_process(sink[0], grace=3)
+        try:
+            g = json.loads(gen_dump.read_text())
+            s = json.loads(sink_dump.read_text())
+        except (OSError, ValueError) as e:
+            raise BenchError(f"gen/sink left no readable dump ({e}):\n{gen[1].tail()}\n{sink[1].tail()}")
+        sent = max(0, g["generated"] - warm)
+        mine = next((x for x in s["generators"] if x["id"] == 0), {"received": 0, "reordered": 0, "duplicates": 0})
+        ring_full = {svc: after.get(svc, {}).get("drops", {}).get("ring_full", 0)
+                     - before.get(svc, {}).get("drops", {}).get("ring_full", 0)
+                     for svc in [f"fwd{k}" for k in range(1, self.nfs + 1)] + ["sink"]}
+        return {
+            "offered_pps": rate_pps, "sent": sent, "received": mine["received"],
+            "lost": sent - mine["received"],
+            "sent_pps": (sent - 1) / (g["counted_ns"] / 1e9) if sent > 1 and g["counted_ns"] > 0 else 0.0,
+            "latency_ns": s["latency_ns"], "histogram": s["histogram"],
+            "reordered": mine["reordered"], "duplicates": mine["duplicates"],
+            "ring_full_drops": ring_full,
+        }
+
+
 def summarize_stats(st: dict) -> dict:
     """The few counters worth keeping next to a rate: drops by reason, pool use, NF kicks."""
     out = {"drops": st.get("drops", {}), "pool": st.get("pool", {})}
@@ -228,9 +316,21 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--logdir", type=Path, default=None)
+    ap.add_argument("--trials", action="store_true", help="one zero-loss/latency trial at --rate (gen -> N fwd -> sink)")
+    ap.add_argument("--rate", type=float, default=1e6, help="offered packets per second with --trials")
     a = ap.parse_args()
     if a.logdir:
         a.logdir.mkdir(parents=True, exist_ok=True)
+    if a.trials:
+        try:
+            with SluiceTrials(nfs=a.nfs, size=max(a.size, 66), mode=a.mode, logdir=a.logdir) as t:
+                r = t.trial(a.rate, a.duration, a.warmup)
+        except BenchError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        r.pop("histogram")
+        print(json.dumps(r))
+        return 0
     try:
         mpps, extra = run_sluice(a.nfs, a.size, a.mode, a.warmup, a.duration, a.logdir)
     except BenchError as e:

@@ -25,13 +25,14 @@
 
 #define PROG "sluice-nf-gen"
 
-enum { OPT_RATE = NF_OPT_APP, OPT_BURST, OPT_SIZE, OPT_FLOWS, OPT_COUNT, OPT_GEN_ID, OPT_DUMP };
+enum { OPT_RATE = NF_OPT_APP, OPT_BURST, OPT_SIZE, OPT_FLOWS, OPT_COUNT, OPT_GEN_ID, OPT_WARMUP, OPT_DUMP };
 
 struct gen_ctx {
 	/* configuration */
 	uint64_t rate_pps;   /* 0 = unlimited */
 	uint64_t burst;
 	uint64_t count;      /* stop after this many; 0 = never */
+	uint64_t warmup;     /* the first `warmup` of them carry gen_id + 1, not gen_id */
 	uint32_t size, flows, gen_id;
 	const char *dump;
 	/* state */
@@ -40,6 +41,7 @@ struct gen_ctx {
 	uint64_t seq;        /* next sequence number = packets generated so far */
 	uint32_t flow;       /* next flow, seq % flows kept without a division */
 	uint64_t paced_drops, too_small, after_count;
+	uint64_t tsc_first, tsc_last; /* stamps of the first counted and the last packet */
 };
 
 static int fill_json(FILE *f, void *arg)
@@ -49,9 +51,10 @@ static int fill_json(FILE *f, void *arg)
 		"{\"generated\": %" PRIu64 ", \"paced_drops\": %" PRIu64 ", \"too_small\": %" PRIu64
 		", \"after_count\": %" PRIu64 ", \"tsc_hz\": %" PRIu64 ", \"rate_pps\": %" PRIu64
 		", \"burst\": %" PRIu64 ", \"size\": %u, \"flows\": %u, \"gen_id\": %u, \"count\": %" PRIu64
-		", \"stamped\": %s}\n",
+		", \"warmup\": %" PRIu64 ", \"counted_ns\": %" PRIu64 ", \"stamped\": %s}\n",
 		c->seq, c->paced_drops, c->too_small, c->after_count, c->hz, c->rate_pps, c->burst, c->size,
-		c->flows, c->gen_id, c->count, c->size >= STAMP_MIN_SIZE ? "true" : "false");
+		c->flows, c->gen_id, c->count, c->warmup,
+		c->seq > c->warmup ? tsc_to_ns(c->tsc_last - c->tsc_first, c->hz) : 0, c->size >= STAMP_MIN_SIZE ? "true" : "false");
 	return ferror(f) ? -1 : 0;
 }
 
@@ -87,7 +90,17 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 			continue;
 		}
 		sl_pkt_adj_tail(p, (int)c->size - (int)sl_pkt_len(p)); /* fits: checked above */
-		gen_write_pkt(sl_pkt_data(p), c->size, c->flow, c->gen_id, c->seq, tsc_now());
+		/* warm-up packets go out under their own id with their own sequence, so a
+		 * sink measuring gen_id sees the counted packets only, numbered from 0 */
+		uint64_t t = tsc_now();
+		if (c->seq < c->warmup) {
+			gen_write_pkt(sl_pkt_data(p), c->size, c->flow, c->gen_id + 1, c->seq, t);
+		} else {
+			if (c->seq == c->warmup)
+				c->tsc_first = t;
+			gen_write_pkt(sl_pkt_data(p), c->size, c->flow, c->gen_id, c->seq - c->warmup, t);
+		}
+		c->tsc_last = t;
 		c->seq++;
 		if (++c->flow == c->flows)
 			c->flow = 0;
@@ -125,6 +138,8 @@ static int opt(void *ctx, int o, const char *arg)
 			return -1;
 		c->gen_id = (uint32_t)v;
 		return 0;
+	case OPT_WARMUP:
+		return nf_parse_u64(PROG, "warmup", arg, 0, UINT64_MAX, &c->warmup);
 	case OPT_DUMP:
 		c->dump = arg[0] != '\0' ? arg : NULL;
 		return 0;
@@ -136,6 +151,16 @@ static int opt(void *ctx, int o, const char *arg)
 static int start(void *ctx)
 {
 	struct gen_ctx *c = ctx;
+	if (c->gen_id == UINT32_MAX && c->warmup != 0) {
+		fprintf(stderr, PROG ": --warmup needs a --gen-id below %u (warm-up packets use gen-id + 1)\n",
+			UINT32_MAX);
+		return -1;
+	}
+	if (c->count != 0 && c->warmup > c->count) {
+		fprintf(stderr, PROG ": --warmup %" PRIu64 " is more than --count %" PRIu64 " (the warm-up is part of the count)\n",
+			c->warmup, c->count);
+		return -1;
+	}
 	if (c->size < STAMP_MIN_SIZE)
 		fprintf(stderr, PROG ": --size %u leaves no room for the %u-byte stamp (needs %u): "
 			"packets go out unstamped, so a sink measures neither latency nor loss\n",
@@ -165,6 +190,7 @@ int main(int argc, char **argv)
 		{ "flows", required_argument, NULL, OPT_FLOWS },
 		{ "count", required_argument, NULL, OPT_COUNT },
 		{ "gen-id", required_argument, NULL, OPT_GEN_ID },
+		{ "warmup", required_argument, NULL, OPT_WARMUP },
 		{ "dump", required_argument, NULL, OPT_DUMP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -184,6 +210,8 @@ int main(int argc, char **argv)
 			"  --flows F          cycle through F UDP flows, 1..16777216 (default 1024)\n"
 			"  --count N          generate N packets, then drop everything (default 0 = no limit)\n"
 			"  --gen-id ID        generator id written in every stamp (default 0)\n"
+			"  --warmup N         the first N packets (part of --count) are a warm-up: they carry\n"
+			"                     gen-id + 1 and their own sequence numbers (default 0)\n"
 			"  --dump FILE        write counters as JSON here on exit and on SIGUSR1\n"
 			"                     (SLUICE_NF_DUMP)\n",
 		.opt = opt,

@@ -306,7 +306,7 @@ def cmd_bench(args):
     argv = [sys.executable, str(script)]
     if args.scenarios:
         argv += ["--scenarios", ",".join(args.scenarios)]
-    for flag in ("runs", "duration", "systems", "sizes", "nfs", "wait_quiet"):
+    for flag in ("runs", "duration", "systems", "sizes", "nfs", "trial_nfs", "wait_quiet"):
         v = getattr(args, flag)
         if v is not None:
             argv += ["--" + flag.replace("_", "-"), str(v)]
@@ -502,19 +502,23 @@ def build_parser():
     fj.set_defaults(func=cmd_config_json)
 
     s = _sub(subs, "bench", "run benchmark scenarios (bench/run.py) and regenerate BENCHMARKS.md",
-             "sluice bench --quick            # smoke run of every scenario, well under a minute\n"
-             "sluice bench fabric --runs 5    # the fabric sweep, 5 rounds per figure",
+             "sluice bench --quick                 # smoke run of every scenario, well under a minute\n"
+             "sluice bench                         # scenarios chain, zeroloss, latency; 5 rounds (~1 h)\n"
+             "sluice bench zeroloss --trial-nfs 1  # the RFC 2544 search for one NF only",
              description="Run the named scenarios (default: all) with Sluice and its peers alternating in the "
                          "same rounds, print progress and a summary table, write bench/results/<timestamp>.json "
                          "and PNG plots, and regenerate BENCHMARKS.md. Needs root and a built tree; stops with a "
                          "clear message while another sluiced or testpmd is running (see --wait-quiet).")
-    s.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names (default: all)")
+    s.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help="chain (1: chain length sweep), zeroloss (2: RFC 2544 zero-loss rate), latency (3: "
+                        "latency at 10/50/90%% of it); default: all")
     s.add_argument("--quick", action="store_true", help="every scenario briefly: checks that things run, not speed")
     s.add_argument("--runs", type=int, metavar="N", help="rounds per figure (default 5)")
-    s.add_argument("--duration", type=float, metavar="S", help="measurement window per run (default 5 s)")
+    s.add_argument("--duration", type=float, metavar="S", help="scenario 1 window per run (default 3 s)")
     s.add_argument("--systems", metavar="A,B", help="systems to measure (default: Sluice and every peer)")
     s.add_argument("--sizes", metavar="B,B", help="frame sizes in bytes (default 64,1500)")
-    s.add_argument("--nfs", metavar="N,N", help="chain lengths (default 1,2,3)")
+    s.add_argument("--nfs", metavar="N,N", help="scenario 1 chain lengths (default 1..8)")
+    s.add_argument("--trial-nfs", metavar="N,N", help="scenarios 2-3 chain lengths (default 1,3)")
     s.add_argument("--wait-quiet", type=float, metavar="S", help="wait up to S seconds for other DPDK runs to end")
     s.set_defaults(func=cmd_bench)
 
