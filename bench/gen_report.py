@@ -3,9 +3,18 @@
 
     bench/gen_report.py [--results DIR] [--out FILE]
 
-The headline section is the newest full (non --quick) run; every run is listed in the history.
-Plots: bench/results/<stamp>-fabric.png, drawn by run.py (redrawn here when missing and matplotlib
-is importable). Numbers in BENCHMARKS.md come only from the JSON files: never edit it by hand.
+Scenarios (the `scenario` of each results row): 1 `chain` (Mpps per chain length; `fabric` in older
+files), 2 `zeroloss` (RFC 2544 26.1 zero-loss rate), 3 `latency` (at 10/50/90 % of that rate).
+Each scenario's section shows its own headline run: the newest full (non --quick) results file
+that has rows of that scenario. Every run is listed in the history.
+
+Plots, drawn by run.py via plots(data, stem) and redrawn here when missing (matplotlib needed):
+    <stamp>-chain.png         scenario 1: Mpps per chain length, a panel per frame size
+    <stamp>-zeroloss.png      scenario 2: zero-loss Mpps, bars per system per chain length
+    <stamp>-latency.png       scenario 3: latency CDFs, a panel per (chain length, load)
+    <stamp>-latency-pct.png   scenario 3: p50 / p99 / p99.9 per system, load and chain length
+(older runs have <stamp>-fabric.png for scenario 1; it is used when present.)
+Numbers in BENCHMARKS.md come only from the JSON files: never edit it by hand.
 """
 
 from __future__ import annotations
@@ -37,16 +46,34 @@ OUT = REPO / "BENCHMARKS.md"
 SLUICE = "sluice"
 PEER = "testpmd-memif"
 LINUX = "linux-veth"
-SYSTEM_NAMES = {SLUICE: "Sluice", PEER: "testpmd + memif", LINUX: "Linux veth + netns"}
-# fixed colours so a system keeps its colour whichever others are in a run
+OVS = "ovs-dpdk"
+SYSTEM_NAMES = {SLUICE: "Sluice", PEER: "testpmd + memif", LINUX: "Linux veth + netns",
+                OVS: "OVS-DPDK + testpmd (vhost-user)"}
+# the peers Sluice is compared with, in column order, with the short name used in ratio headers
+PEERS = ((PEER, "memif"), (LINUX, "Linux"), (OVS, "OVS"))
+# every plotted series: (system, mode) -> label; fixed colours so a system keeps its colour
+SERIES = (((SLUICE, "poll"), "Sluice, poll NFs"), ((SLUICE, "adaptive"), "Sluice, adaptive NFs"),
+          ((SLUICE, "block"), "Sluice, block NFs"), ((PEER, None), "testpmd + memif"),
+          ((LINUX, None), "Linux veth + netns (kernel forwarding)"), ((OVS, None), "OVS-DPDK + testpmd (vhost-user)"))
 COLOURS = {(SLUICE, "poll"): "C0", (SLUICE, "adaptive"): "C1", (SLUICE, "block"): "C4", (PEER, None): "C2",
-           (LINUX, None): "C3"}
+           (LINUX, None): "C3", (OVS, None): "C5"}
+ORDER = {k: i for i, (k, _) in enumerate(SERIES)}
 TARGET_RATIO = 2.0      # 1 NF, 64 B, poll: Sluice / peer
 TARGET_SIZE_GAP = 0.10  # 1500 B packet rate within 10 % of 64 B
 
+CHAIN, ZEROLOSS, LATENCY = "chain", "zeroloss", "latency"
+SCENARIOS = (CHAIN, ZEROLOSS, LATENCY)
+# the field that holds a row's figure (None: the measurement failed)
+VALUE_KEY = {CHAIN: "median_mpps", ZEROLOSS: "median_pps", LATENCY: "median_ns"}
+# PNG suffixes per scenario, as written by plots()
+PNG_SUFFIXES = {CHAIN: ("chain",), ZEROLOSS: ("zeroloss",), LATENCY: ("latency", "latency-pct")}
+ALT = {"chain": "Mpps per chain length", "fabric": "Mpps per chain length", "zeroloss": "zero-loss rate",
+       "latency": "latency CDF", "latency-pct": "latency percentiles"}
+PCTS = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"), ("max", "max"))
+
 
 # ---------------------------------------------------------------------------------------------
-# loading
+# loading and lookup
 
 
 def load_results(d: Path) -> list[tuple[Path, dict]]:
@@ -66,10 +93,25 @@ def stamp_of(p: Path) -> str:
     return p.stem
 
 
-def find(results: list[dict], system: str, nfs: int, size: int, mode) -> dict | None:
+def scenario_of(r: dict) -> str:
+    """A row's scenario; "fabric" (older files) and rows without one are scenario 1, "chain"."""
+    s = r.get("scenario") or CHAIN
+    return CHAIN if s == "fabric" else s
+
+
+def rows_of(results: list[dict], scenario: str) -> list[dict]:
+    """Every row of one scenario, failed ones included."""
+    return [r for r in results if isinstance(r, dict) and scenario_of(r) == scenario]
+
+
+def find(results: list[dict], system: str, nfs: int, size: int, mode, scenario: str = CHAIN,
+         load: float | None = None) -> dict | None:
+    """The row of (system, nfs, size, mode) [and load, for latency] of a scenario that has a figure."""
+    key = VALUE_KEY.get(scenario, "median_mpps")
     for r in results:
-        if (r.get("system") == system and r.get("nfs") == nfs and r.get("size") == size
-                and r.get("mode") == mode and r.get("median_mpps") is not None):
+        if (scenario_of(r) == scenario and r.get("system") == system and r.get("nfs") == nfs
+                and r.get("size") == size and r.get("mode") == mode and r.get(key) is not None
+                and (load is None or (r.get("load") is not None and abs(r["load"] - load) < 1e-9))):
             return r
     return None
 
@@ -78,129 +120,466 @@ def fmt(x, nd=2) -> str:
     return "–" if x is None else f"{x:.{nd}f}"
 
 
+def fmt_us(ns) -> str:
+    """Nanoseconds as microseconds with 3 significant-ish digits."""
+    if ns is None:
+        return "–"
+    us = ns / 1000
+    return f"{us:.2f}" if us < 10 else f"{us:.1f}" if us < 100 else f"{us:.0f}"
+
+
+def fmt_rate(pps) -> str:
+    if pps is None:
+        return "–"
+    m = pps / 1e6
+    return f"{m:.3f}" if m < 1 else f"{m:.2f}"
+
+
+def and_list(xs) -> str:
+    xs = [str(x) for x in xs]
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1] if xs else "?"
+
+
+def first_line(s, n=80) -> str:
+    return ((s or "?").splitlines() or ["?"])[0][:n].replace("|", "/")
+
+
+def system_label(system: str, mode=None, with_mode: bool = True) -> str:
+    name = SYSTEM_NAMES.get(system, system)
+    return f"{name}, {mode}" if with_mode and mode else name
+
+
+def series_in(rows: list[dict]) -> list[tuple[tuple, str]]:
+    """The (system, mode) series present in rows, in the fixed order, then any unknown ones."""
+    present = {(r.get("system"), r.get("mode")) for r in rows}
+    out = [(k, lab) for k, lab in SERIES if k in present]
+    out += [((s, m), system_label(s, m)) for s, m in sorted(present - set(ORDER), key=str)]
+    return out
+
+
+def peers_in(rows: list[dict]) -> list[tuple[str, str]]:
+    present = {r.get("system") for r in rows}
+    return [(s, short) for s, short in PEERS if s in present]
+
+
+def loads_in(rows: list[dict]) -> list[float]:
+    return sorted({r["load"] for r in rows if r.get("load") is not None})
+
+
+def is_quick(d: dict) -> bool:
+    return bool((d.get("config") or {}).get("quick"))
+
+
+def headline(loaded: list[tuple[Path, dict]], scenario: str) -> tuple[Path, dict] | None:
+    """The newest non --quick file with rows of the scenario (else the newest quick one)."""
+    having = [(p, d) for p, d in loaded if rows_of(d["results"], scenario)]
+    full = [(p, d) for p, d in having if not is_quick(d)]
+    return (full or having or [None])[-1]
+
+
+def png_path(stem: Path, suffix: str) -> Path:
+    return stem.with_name(f"{stem.name}-{suffix}.png")
+
+
 # ---------------------------------------------------------------------------------------------
-# plot
+# plots
 
 
-def plot(data: dict, path: Path) -> bool:
-    """Draw Mpps per N for each size (Sluice poll/adaptive, testpmd memif, Linux veth); min-max error bars."""
+_MPL_WARNED = False
+
+
+def _pyplot():
+    global _MPL_WARNED
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        return plt
     except ImportError:
-        print("gen_report: matplotlib not importable, no plot (pip install matplotlib)", file=sys.stderr)
-        return False
-    res = [r for r in data["results"] if r.get("median_mpps") is not None]
+        if not _MPL_WARNED:
+            print("gen_report: matplotlib not importable, no plots (pip install matplotlib)", file=sys.stderr)
+            _MPL_WARNED = True
+        return None
+
+
+def _title(data: dict, what: str, rounds=None) -> str:
+    m = data.get("machine", {})
+    runs = rounds if rounds is not None else data.get("config", {}).get("runs")
+    return (f"{what}, {m.get('cpu_model', '?')}, {m.get('cpus_online', '?')} cores, "
+            f"{runs} round(s) each" + (" (--quick run)" if is_quick(data) else ""))
+
+
+def _finish(fig, path: Path, handles, labels, ncol: int | None = None) -> None:
+    """One legend for the whole figure, below the panels, then save."""
+    import math
+    ncol = ncol or min(len(labels), 3) or 1
+    rows = math.ceil(len(labels) / ncol) if labels else 0
+    h = fig.get_size_inches()[1]
+    bottom = (rows * 0.24 + 0.12) / h if rows else 0.0
+    if rows:
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
+def plot_chain(data: dict, path: Path) -> bool:
+    """Scenario 1: Mpps vs chain length, a panel per frame size, a line per system (+ mode) with
+    min-max error bars, log y."""
+    res = [r for r in rows_of(data["results"], CHAIN) if r.get("median_mpps") is not None]
     sizes = sorted({r["size"] for r in res})
     if not sizes:
         return False
-    series = []
-    for system, mode, label in ((SLUICE, "poll", "Sluice, poll NFs"), (SLUICE, "adaptive", "Sluice, adaptive NFs"),
-                                (SLUICE, "block", "Sluice, block NFs"), (PEER, None, "testpmd + memif (peer)"),
-                                (LINUX, None, "Linux veth + netns (kernel forwarding)")):
-        if any(r["system"] == system and r.get("mode") == mode for r in res):
-            series.append((system, mode, label))
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.2), squeeze=False)
-    meds = [r["median_mpps"] for r in res if r["median_mpps"] > 0]
-    logy = bool(meds) and max(meds) / min(meds) > 20  # tiny shared-core figures next to big ones
-    width = 0.8 / max(1, len(series))
+    plt = _pyplot()
+    if plt is None:
+        return False
+    series = series_in(res)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.8 * len(sizes), 4.9), squeeze=False, sharey=True)
     for ax, size in zip(axes[0], sizes):
         ns = sorted({r["nfs"] for r in res if r["size"] == size})
-        for i, (system, mode, label) in enumerate(series):
-            xs, ys, lo, hi = [], [], [], []
-            for j, n in enumerate(ns):
-                r = find(res, system, n, size, mode)
-                if r is None:
-                    continue
-                xs.append(j + (i - (len(series) - 1) / 2) * width)
-                ys.append(r["median_mpps"])
-                lo.append(r["median_mpps"] - r["min_mpps"])
-                hi.append(r["max_mpps"] - r["median_mpps"])
-            if xs:
-                bars = ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3,
-                              color=COLOURS.get((system, mode)))
-                for b, y in zip(bars, ys):
-                    ax.annotate(f"{y:.2f}" if y < 1 else f"{y:.1f}", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom",
-                                fontsize=7, xytext=(0, 2), textcoords="offset points")
-        ax.set_xticks(range(len(ns)), [f"{n} NF" + ("s" if n > 1 else "") for n in ns])
-        ax.set_title(f"net_null -> N x fwd -> net_null, {size} B")
-        ax.set_ylabel("Mpps (median of runs; bars: min-max)" + (", log scale" if logy else ""))
-        if logy:
-            ax.set_yscale("log")
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
-    runs = data.get("config", {}).get("runs")
-    vs = " vs ".join(["Sluice", *(n for s, n in (("testpmd-memif", "DPDK testpmd+memif"), (LINUX, "Linux veth"))
-                                  if any(r["system"] == s for r in res))])
-    fig.suptitle(f"{vs}, {data.get('machine', {}).get('cpu_model', '?')}, "
-                 f"{data.get('machine', {}).get('cpus_online', '?')} cores, {runs} run(s) each", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        for (system, mode), label in series:
+            pts = [(n, find(res, system, n, size, mode)) for n in ns]
+            pts = [(n, r) for n, r in pts if r and r["median_mpps"] > 0]
+            if not pts:
+                continue
+            xs = [n for n, _ in pts]
+            ys = [r["median_mpps"] for _, r in pts]
+            lo = [r["median_mpps"] - max(r.get("min_mpps") or r["median_mpps"], 1e-9) for _, r in pts]
+            hi = [(r.get("max_mpps") or r["median_mpps"]) - r["median_mpps"] for _, r in pts]
+            ax.errorbar(xs, ys, yerr=[lo, hi], label=label, marker="o", markersize=4, capsize=3, linewidth=1.5,
+                        color=COLOURS.get((system, mode)))
+            # the 1-NF figure, the one to compare
+            ax.annotate(f"{ys[0]:.2f}" if ys[0] < 10 else f"{ys[0]:.1f}", (xs[0], ys[0]), fontsize=7,
+                        xytext=(-4, 4), textcoords="offset points", ha="right", color=COLOURS.get((system, mode)))
+        ax.set_xticks(ns)
+        ax.set_xlim(min(ns) - 0.5, max(ns) + 0.3)
+        ax.set_xlabel("chain length N (NFs)")
+        ax.set_title(f"net_null → N × fwd → net_null, {size} B")
+        ax.set_yscale("log")
+        ax.grid(which="major", alpha=0.35)
+        ax.grid(which="minor", axis="y", alpha=0.12)
+    axes[0][0].set_ylabel("Mpps (median of rounds; bars: min–max), log scale")
+    fig.suptitle(_title(data, "Scenario 1: chain length"), fontsize=10)
+    _finish(fig, path, *axes[0][0].get_legend_handles_labels())
     return True
 
 
+def plot(data: dict, path: Path) -> bool:
+    """The scenario 1 (chain length) plot; kept under its old name for bench/run.py."""
+    return plot_chain(data, path)
+
+
+def _bound_runs(r: dict) -> tuple[int, int]:
+    b = [x for x in (r.get("runs_generator_bound") or []) if x]
+    return len(b), len(r.get("runs_pps") or [])
+
+
+def plot_zeroloss(data: dict, path: Path) -> bool:
+    """Scenario 2: grouped bars, x = chain length, a bar per system, min-max error bars; hatched
+    bars are generator bound (a lower bound)."""
+    res = [r for r in rows_of(data["results"], ZEROLOSS) if r.get("median_pps") is not None]
+    sizes = sorted({r["size"] for r in res})
+    if not sizes:
+        return False
+    plt = _pyplot()
+    if plt is None:
+        return False
+    series = series_in(res)
+    meds = [r["median_pps"] / 1e6 for r in res if r["median_pps"] > 0]
+    logy = bool(meds) and max(meds) / min(meds) > 20
+    fig, axes = plt.subplots(1, len(sizes), figsize=(max(6.0, 1.2 + 1.1 * len(series) * 2) * len(sizes), 5.0),
+                             squeeze=False)
+    width = 0.8 / max(1, len(series))
+    any_bound = False
+    handles, labels = [], []
+    for ax, size in zip(axes[0], sizes):
+        ns = sorted({r["nfs"] for r in res if r["size"] == size})
+        for i, ((system, mode), label) in enumerate(series):
+            xs, ys, lo, hi, bound = [], [], [], [], []
+            for j, n in enumerate(ns):
+                r = find(res, system, n, size, mode, scenario=ZEROLOSS)
+                if r is None:
+                    continue
+                med = r["median_pps"] / 1e6
+                xs.append(j + (i - (len(series) - 1) / 2) * width)
+                ys.append(med)
+                lo.append(med - (r.get("min_pps") if r.get("min_pps") is not None else r["median_pps"]) / 1e6)
+                hi.append((r.get("max_pps") if r.get("max_pps") is not None else r["median_pps"]) / 1e6 - med)
+                bound.append(_bound_runs(r)[0] > 0)
+            if not xs:
+                continue
+            colour = COLOURS.get((system, mode))
+            bars = ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3, color=colour,
+                          edgecolor="black", linewidth=0.4)
+            for b, y, bd in zip(bars, ys, bound):
+                if bd:
+                    b.set_hatch("///")
+                    any_bound = True
+            for b, y, h, bd in zip(bars, ys, hi, bound):
+                txt = ("≥" if bd else "") + (f"{y:.2f}" if y < 10 else f"{y:.1f}")
+                ax.annotate(txt, (b.get_x() + b.get_width() / 2, y + h), ha="center", va="bottom", fontsize=7,
+                            xytext=(0, 3), textcoords="offset points")
+        ax.set_xticks(range(len(ns)), [f"{n} NF" + ("s" if n > 1 else "") for n in ns])
+        ax.set_title(f"zero-loss rate (RFC 2544 §26.1), {size} B frames")
+        ax.set_ylabel("Mpps (median of rounds; bars: min–max)" + (", log scale" if logy else ""))
+        if logy:
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            if lb not in labels:
+                handles.append(hd)
+                labels.append(lb)
+    if any_bound:
+        from matplotlib.patches import Patch
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///"))
+        labels.append("hatched, ≥: generator bound (a lower bound)")
+    fig.suptitle(_title(data, "Scenario 2: zero-loss throughput"), fontsize=10)
+    _finish(fig, path, handles, labels)
+    return True
+
+
+def cdf_points(hist) -> tuple[list[float], list[float]]:
+    """A merged histogram [[upper_ns, count], ...] as CDF points (upper bound in µs, fraction at or
+    below it, with the plotting position (c - 0.5) / n so that no point is 0 or 1)."""
+    h = sorted((int(u), int(c)) for u, c in (hist or []) if int(c) > 0)
+    n = sum(c for _, c in h)
+    xs, ys, cum = [], [], 0
+    for u, c in h:
+        cum += c
+        xs.append(u / 1000)
+        ys.append((cum - 0.5) / n)
+    return xs, ys
+
+
+def _lat_groups(res: list[dict]) -> list[tuple[int, int]]:
+    return sorted({(r["nfs"], r["size"]) for r in res})
+
+
+def plot_latency_cdf(data: dict, path: Path) -> bool:
+    """Scenario 3: CDF of one-way latency from the merged histograms; a row of panels per chain
+    length, a panel per load, a line per system; log x (µs), logit y (percentiles)."""
+    res = [r for r in rows_of(data["results"], LATENCY) if r.get("histogram")]
+    groups, loads = _lat_groups(res), loads_in(res)
+    if not groups or not loads:
+        return False
+    plt = _pyplot()
+    if plt is None:
+        return False
+    from matplotlib.ticker import FixedLocator, FixedFormatter, NullLocator
+    series = series_in(res)
+    multi_size = len({s for _, s in groups}) > 1
+    fig, axes = plt.subplots(len(groups), len(loads), figsize=(4.6 * len(loads), 3.5 * len(groups) + 0.6),
+                             squeeze=False, sharex=True, sharey=True)
+    nmax = 1
+    for gi, (n, size) in enumerate(groups):
+        for li, load in enumerate(loads):
+            ax = axes[gi][li]
+            for (system, mode), label in series:
+                r = find(res, system, n, size, mode, scenario=LATENCY, load=load)
+                if r is None:
+                    r = next((x for x in res if x.get("system") == system and x.get("mode") == mode
+                              and x["nfs"] == n and x["size"] == size and abs(x["load"] - load) < 1e-9), None)
+                if r is None:
+                    continue
+                xs, ys = cdf_points(r["histogram"])
+                if not xs:
+                    continue
+                nmax = max(nmax, sum(int(c) for _, c in r["histogram"]))
+                ax.plot(xs, ys, label=label, color=COLOURS.get((system, mode)), linewidth=1.4)
+            ax.set_xscale("log")
+            ax.set_yscale("logit")
+            ax.grid(which="major", alpha=0.35)
+            ax.grid(which="minor", axis="x", alpha=0.12)
+            ax.set_title(f"{n} NF{'s' if n > 1 else ''}" + (f", {size} B" if multi_size else "")
+                         + f", {load:.0%} of zero-loss rate", fontsize=9)
+            if gi == len(groups) - 1:
+                ax.set_xlabel("one-way latency, µs (log scale)")
+            if li == 0:
+                ax.set_ylabel("fraction of packets ≤ x")
+    ticks = [t for t in (0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999) if t <= 1 - 0.5 / nmax or t <= 0.99]
+    for row in axes:
+        for ax in row:
+            ax.yaxis.set_major_locator(FixedLocator(ticks))
+            ax.yaxis.set_major_formatter(FixedFormatter([f"{t * 100:g} %" for t in ticks]))
+            ax.yaxis.set_minor_locator(NullLocator())
+            ax.set_ylim(0.005, 1 - 0.5 / nmax)
+    handles, labels = [], []
+    for ax in axes.flat:
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            if lb not in labels:
+                handles.append(hd)
+                labels.append(lb)
+    size_txt = "" if multi_size else f", {groups[0][1]} B frames"
+    fig.suptitle(_title(data, f"Scenario 3: latency CDF{size_txt}, histograms merged over rounds"), fontsize=10)
+    _finish(fig, path, handles, labels, ncol=min(len(labels), 4) or 1)
+    return True
+
+
+def plot_latency_pct(data: dict, path: Path) -> bool:
+    """Scenario 3: a panel per chain length; per load a bar per system = p99 (median of rounds,
+    min-max error bars), with markers for p50 and p99.9; log y (µs)."""
+    res = [r for r in rows_of(data["results"], LATENCY) if r.get("median_ns")]
+    groups, loads = _lat_groups(res), loads_in(res)
+    if not groups or not loads:
+        return False
+    plt = _pyplot()
+    if plt is None:
+        return False
+    series = series_in(res)
+    multi_size = len({s for _, s in groups}) > 1
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(5.0, 0.42 * len(series) * len(loads) + 1.6) * len(groups), 4.9),
+                             squeeze=False, sharey=True)
+    width = 0.8 / max(1, len(series))
+    for ax, (n, size) in zip(axes[0], groups):
+        for i, ((system, mode), label) in enumerate(series):
+            xs, ys, lo, hi, p50, p999 = [], [], [], [], [], []
+            for j, load in enumerate(loads):
+                r = find(res, system, n, size, mode, scenario=LATENCY, load=load)
+                if r is None or r["median_ns"].get("p99") is None:
+                    continue
+                med = r["median_ns"]["p99"] / 1000
+                xs.append(j + (i - (len(series) - 1) / 2) * width)
+                ys.append(med)
+                lo.append(med - ((r.get("min_ns") or {}).get("p99", r["median_ns"]["p99"])) / 1000)
+                hi.append(((r.get("max_ns") or {}).get("p99", r["median_ns"]["p99"])) / 1000 - med)
+                p50.append(r["median_ns"].get("p50", 0) / 1000)
+                p999.append(r["median_ns"].get("p999", 0) / 1000)
+            if not xs:
+                continue
+            colour = COLOURS.get((system, mode))
+            ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3, color=colour, alpha=0.85,
+                   edgecolor="black", linewidth=0.4)
+            ax.scatter(xs, p50, marker="o", s=16, color="white", edgecolor="black", linewidth=0.8, zorder=3)
+            ax.scatter(xs, p999, marker="v", s=22, color="black", zorder=3)
+        ax.set_xticks(range(len(loads)), [f"{ld:.0%} of\nzero-loss rate" for ld in loads])
+        ax.set_title(f"{n} NF{'s' if n > 1 else ''}" + (f", {size} B" if multi_size else ""))
+        ax.set_yscale("log")
+        ax.grid(axis="y", which="both", alpha=0.25)
+    axes[0][0].set_ylabel("one-way latency, µs (log scale)")
+    from matplotlib.lines import Line2D
+    handles, labels = [], []
+    for ax in axes.flat:
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            if lb not in labels:
+                handles.append(hd)
+                labels.append(lb)
+    handles = [*handles, Line2D([], [], marker="o", linestyle="", markerfacecolor="white", markeredgecolor="black"),
+               Line2D([], [], marker="v", linestyle="", color="black")]
+    labels = [*labels, "p50 (median of rounds)", "p99.9 (median of rounds)"]
+    size_txt = "" if multi_size else f", {groups[0][1]} B frames"
+    fig.suptitle(_title(data, f"Scenario 3: p99 latency (bars: min–max over rounds){size_txt}"), fontsize=10)
+    _finish(fig, path, handles, labels)
+    return True
+
+
+PLOTTERS = {"chain": plot_chain, "zeroloss": plot_zeroloss, "latency": plot_latency_cdf,
+            "latency-pct": plot_latency_pct}
+
+
+def plots(data: dict, stem: Path, only: tuple[str, ...] | None = None) -> list[Path]:
+    """Write every PNG for one results file: <stem>-chain.png, <stem>-zeroloss.png,
+    <stem>-latency.png, <stem>-latency-pct.png (scenarios without data are skipped).
+    `stem` is the results file without .json (e.g. bench/results/20261122T053918Z).
+    Returns the paths written; [] when matplotlib is missing."""
+    stem = Path(stem)
+    if stem.suffix == ".json":
+        stem = stem.with_suffix("")
+    written = []
+    if _pyplot() is None:
+        return written
+    for suffix, fn in PLOTTERS.items():
+        if only is not None and suffix not in only:
+            continue
+        p = png_path(stem, suffix)
+        try:
+            if fn(data, p):
+                written.append(p)
+        except Exception as e:  # a plot must never cost the report or the results
+            print(f"gen_report: could not draw {p.name}: {e!r}", file=sys.stderr)
+    return written
+
+
 # ---------------------------------------------------------------------------------------------
-# report
+# scenario 1: chain length
 
 
-def scenario_rows(data: dict) -> list[str]:
-    res = data["results"]
-    has_linux = any(r["system"] == LINUX for r in res)
-    rows = ["| NFs | size (B) | system | NF wakeup | median Mpps | min Mpps | max Mpps | median Gbps | Sluice / memif |"
-            + (" Sluice / Linux |" if has_linux else ""),
-            "|---:|---:|---|---|---:|---:|---:|---:|---:|" + ("---:|" if has_linux else "")]
+def chain_table(res: list[dict]) -> list[str]:
+    peers = peers_in(res)
+    rows = ["| NFs | size (B) | system | NF wakeup | median Mpps | min Mpps | max Mpps | median Gbps |"
+            + "".join(f" Sluice / {short} |" for _, short in peers),
+            "|---:|---:|---|---|---:|---:|---:|---:|" + "---:|" * len(peers)]
     keys = sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0]))
-    order = {(SLUICE, "poll"): 0, (SLUICE, "adaptive"): 1, (SLUICE, "block"): 2, (PEER, None): 3, (LINUX, None): 4}
     for n, size in keys:
-        peer = find(res, PEER, n, size, None)
-        lin = find(res, LINUX, n, size, None)
+        ps = [find(res, s, n, size, None) for s, _ in peers]
         group = sorted((r for r in res if r["nfs"] == n and r["size"] == size),
-                       key=lambda r: order.get((r["system"], r.get("mode")), 9))
+                       key=lambda r: ORDER.get((r["system"], r.get("mode")), 99))
         for r in group:
-            ratios = []
-            for p in (peer, lin) if has_linux else (peer,):
-                ratio = "–"
-                if r["system"] == SLUICE and p and r.get("median_mpps") is not None and p["median_mpps"]:
-                    ratio = f"{r['median_mpps'] / p['median_mpps']:.2f}×"
-                ratios.append(ratio)
-            system = SYSTEM_NAMES.get(r["system"], r["system"])
+            system = system_label(r["system"], with_mode=False)
             if r.get("median_mpps") is None:
                 rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | failed: "
-                            f"{(r.get('error') or '?').splitlines()[0][:80]} | | | |" + " |" * len(ratios))
+                            f"{first_line(r.get('error'))} | | | |" + " |" * len(peers))
                 continue
+            ratios = []
+            for p in ps:
+                ratio = "–"
+                if r["system"] == SLUICE and p and p["median_mpps"]:
+                    ratio = f"{r['median_mpps'] / p['median_mpps']:.2f}×"
+                ratios.append(ratio)
             rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | {fmt(r['median_mpps'])} | "
-                        f"{fmt(r['min_mpps'])} | {fmt(r['max_mpps'])} | {fmt(r.get('gbps_median'))} | "
-                        + " | ".join(ratios) + " |")
+                        f"{fmt(r.get('min_mpps'))} | {fmt(r.get('max_mpps'))} | {fmt(r.get('gbps_median'))} |"
+                        + "".join(f" {x} |" for x in ratios))
     return rows
 
 
-def machine_rows(m: dict, cfg: dict) -> list[str]:
-    hp = m.get("hugepages_2m_total", 0)
-    hp_txt = (f"{hp} × 2 MiB reserved ({hp * 2} MiB), hugetlbfs {'mounted' if m.get('hugetlbfs_mounted') else 'not mounted'}"
-              if hp else "none (DPDK ran on 4 KiB pages, --no-huge)")
-    return [
-        "| | |", "|---|---|",
-        f"| CPU | {m.get('cpu_model', '?')}" + (f" ({m['cpu_mhz']:.0f} MHz reported)" if m.get("cpu_mhz") else "") + " |",
-        f"| cores | {m.get('cpus_online', '?')} online, {m.get('cpus_usable', '?')} usable by the benchmark |",
-        f"| memory | {m.get('mem_gib', '?')} GiB |",
-        f"| OS / kernel | {m.get('os', '?')} / Linux {m.get('kernel', '?')} |",
-        f"| DPDK | {m.get('dpdk_version', '?')} |",
-        f"| huge pages | {hp_txt} |",
-        f"| load average at start | {m.get('loadavg', '?')} |",
-        f"| method | {cfg.get('runs', '?')} run(s) per figure, {cfg.get('warmup_s', '?')} s warm-up + "
-        f"{cfg.get('duration_s', '?')} s window each, systems alternating within each round |",
-    ]
+# kept for callers of the old name
+def scenario_rows(data: dict) -> list[str]:
+    return chain_table(rows_of(data["results"], CHAIN))
+
+
+def chain_method(data: dict) -> list[str]:
+    res, cfg = rows_of(data["results"], CHAIN), data.get("config", {})
+    present = {r.get("system") for r in res}
+    ns = sorted({r["nfs"] for r in res})
+    sizes = sorted({r["size"] for r in res})
+    out = ["**Method.** " + f"Mpps of `net_null -> N × fwd -> net_null` for N = {and_list(ns)} and "
+           f"frames of {' and '.join(f'{s} B' for s in sizes)}. Each figure: {cfg.get('runs', '?')} round(s), "
+           f"each starting fresh processes, {cfg.get('warmup_s', '?')} s warm-up, then a {cfg.get('duration_s', '?')} s "
+           "counting window; within a round the systems alternate, so drift hits all of them. The figure is the "
+           "median of the rounds, with min and max. Both ends are infinite sources/sinks (`net_null`), so the figure "
+           "is the rate the switch + NF pipeline sustains.", ""]
+    if SLUICE in present:
+        out.append("- **Sluice**: `sluiced` with two `net_null` ports (`size=B,copy=0`); ingress port → chain of N "
+                   "`sluice-nf-fwd` NFs → exit port. Rate = growth of the exit port's `tx_pkts`.")
+    if PEER in present:
+        out.append("- **testpmd + memif**: one `dpdk-testpmd` as the switch (`net_null` + one `net_memif` server "
+                   "port per NF, io forwarding, chained port topology), and one `dpdk-testpmd` per NF (memif client, io "
+                   "forwarding back out of its only port). Rate = growth of the switch's `net_null` TX counter.")
+    if LINUX in present:
+        out.append("- **Linux veth + netns**: one network namespace per NF doing kernel IPv4 "
+                   "forwarding, namespaces chained by veth pairs (generator namespace → NF 1 … NF N → sink namespace), "
+                   "GRO/GSO/TSO off; the generator is `bench/udpgen.c` (AF_PACKET flood bypassing the qdisc, 1024 UDP "
+                   "port pairs; this kernel has no pktgen) pinned to core 0, and RPS on NF 1's ingress veth moves the "
+                   "whole chain's forwarding (NET_RX softirq) to core 1. Rate = growth of the sink veth's `rx_packets`.")
+    if OVS in present:
+        out.append("- **OVS-DPDK + testpmd (vhost-user)**: `ovs-vswitchd` with the DPDK datapath (its PMD thread, "
+                   "the switch, on core 1), a `net_null` port and one `dpdkvhostuserclient` port per NF, OpenFlow "
+                   "`null0 → vhu1 → … → vhuN → null0`; one `dpdk-testpmd` per NF on `virtio_user` (io forwarding, "
+                   "core 0). Rate = growth of `null0`'s TX packets.")
+    out += ["- **Cores** (2 on this machine): the switch (sluiced worker / testpmd switch / OVS PMD thread) on "
+            "core 1; every NF on core 0, shared when N > 1; idle main lcores on the other core.",
+            "- Gbps = Mpps × frame size × 8 (L2 frame bits; no preamble or inter-frame gap). "
+            "Sluice / X = Sluice median ÷ X's median for the same N and size."]
+    return out
 
 
 def reading(data: dict) -> list[str]:
-    """Sentences computed from the numbers only."""
-    res = data["results"]
+    """Sentences computed from the scenario 1 numbers only."""
+    res = rows_of(data["results"], CHAIN)
     out = []
     fcs0 = [f for r in res for f in (r.get("runs_foreign_cpu") or []) if f is not None]
     spreads0 = [(r["max_mpps"] - r["min_mpps"]) / r["median_mpps"] for r in res
-                if r.get("median_mpps") and len(r.get("runs_mpps", [])) > 1]
+                if r.get("median_mpps") and len(r.get("runs_mpps") or []) > 1]
     noisy_share = sum(f > 0.05 for f in fcs0) / len(fcs0) if fcs0 else 0.0
     med_spread = statistics.median(spreads0) if spreads0 else 0.0
     if noisy_share > 0.10:
@@ -212,7 +591,7 @@ def reading(data: dict) -> list[str]:
                    f"and see the notes on why windows differ.")
     s1 = find(res, SLUICE, 1, 64, "poll")
     p1 = find(res, PEER, 1, 64, None)
-    if s1 and p1:
+    if s1 and p1 and p1["median_mpps"]:
         ratio = s1["median_mpps"] / p1["median_mpps"]
         verdict = "met" if ratio >= TARGET_RATIO else "NOT met"
         out.append(f"- **Target 1** (1 NF, 64 B, poll ≥ {TARGET_RATIO:g}× the memif peer): **{verdict}**. "
@@ -220,9 +599,11 @@ def reading(data: dict) -> list[str]:
     else:
         out.append("- Target 1 (1 NF, 64 B, poll vs peer) cannot be judged: "
                    + ("no Sluice figure" if not s1 else "no peer figure") + " in this run.")
+    all_ns = sorted({r["nfs"] for r in res})
+    sizes = sorted({r["size"] for r in res})
     gaps = []
-    for n in sorted({r["nfs"] for r in res}):
-        for system, mode in ((SLUICE, "poll"), (SLUICE, "adaptive"), (SLUICE, "block"), (PEER, None), (LINUX, None)):
+    for n in all_ns:
+        for system, mode in ORDER:
             a, b = find(res, system, n, 64, mode), find(res, system, n, 1500, mode)
             if a and b and a["median_mpps"]:
                 gaps.append((system, mode, n, a["median_mpps"], b["median_mpps"], b["median_mpps"] / a["median_mpps"] - 1))
@@ -230,7 +611,6 @@ def reading(data: dict) -> list[str]:
     if sl_gaps:
         bad = [g for g in sl_gaps if g[5] < -TARGET_SIZE_GAP]
         t1 = [g for g in sl_gaps if g[2] == 1 and g[1] == "poll"]
-        head = ""
         if t1:
             g = t1[0]
             verdict = "met" if g[5] >= -TARGET_SIZE_GAP else "NOT met"
@@ -242,42 +622,43 @@ def reading(data: dict) -> list[str]:
         out.append(head + f"Sluice 1500 B rate relative to 64 B: {detail}; "
                    + (f"{len(bad)} of {len(sl_gaps)} are more than {TARGET_SIZE_GAP:.0%} below." if bad
                       else f"none of {len(sl_gaps)} is more than {TARGET_SIZE_GAP:.0%} below."))
-    l1, s1b = find(res, LINUX, 1, 64, None), find(res, SLUICE, 1, 64, "poll")
-    if l1:
-        out.append(f"- Linux veth + netns (kernel forwarding), 1 NF, 64 B: {l1['median_mpps']:.2f} Mpps"
-                   + (f"; Sluice poll is {s1b['median_mpps'] / l1['median_mpps']:.1f}× that." if s1b else "."))
-    for size in sorted({r["size"] for r in res}):
-        pts = [(n, find(res, LINUX, n, size, None)) for n in sorted({r["nfs"] for r in res})]
-        pts = [(n, r["median_mpps"]) for n, r in pts if r]
-        if len(pts) > 1:
-            out.append(f"- Linux veth, {size} B, chain length: " + ", ".join(f"{n} NF {m:.2f}" for n, m in pts)
-                       + f" Mpps ({pts[-1][0]} NFs at {pts[-1][1] / pts[0][1]:.1%} of {pts[0][0]} NF).")
-    peer_gaps = [g for g in gaps if g[0] == PEER]
-    if peer_gaps:
-        out.append("- testpmd + memif, 64 B → 1500 B: "
-                   + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in peer_gaps) + ".")
-    lin_gaps = [g for g in gaps if g[0] == LINUX]
-    if lin_gaps:
-        out.append("- Linux veth, 64 B → 1500 B: "
-                   + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in lin_gaps) + ".")
-    for size in sorted({r["size"] for r in res}):
-        for mode in ("poll", "adaptive", "block"):
-            pts = [(n, find(res, SLUICE, n, size, mode)) for n in sorted({r["nfs"] for r in res})]
+    s1b = find(res, SLUICE, 1, 64, "poll")
+    for system, _ in PEERS[1:]:
+        p = find(res, system, 1, 64, None)
+        if p:
+            out.append(f"- {SYSTEM_NAMES[system]}, 1 NF, 64 B: {p['median_mpps']:.2f} Mpps"
+                       + (f"; Sluice poll is {s1b['median_mpps'] / p['median_mpps']:.1f}× that."
+                          if s1b and p["median_mpps"] else "."))
+    for system, _ in PEERS:
+        for size in sizes:
+            pts = [(n, find(res, system, n, size, None)) for n in all_ns]
             pts = [(n, r["median_mpps"]) for n, r in pts if r]
-            if len(pts) > 1:
+            if len(pts) > 1 and pts[0][1]:
+                out.append(f"- {SYSTEM_NAMES[system]}, {size} B, chain length: "
+                           + ", ".join(f"{n} NF {m:.2f}" for n, m in pts)
+                           + f" Mpps ({pts[-1][0]} NFs at {pts[-1][1] / pts[0][1]:.1%} of {pts[0][0]} NF).")
+        pg = [g for g in gaps if g[0] == system]
+        if pg:
+            out.append(f"- {SYSTEM_NAMES[system]}, 64 B → 1500 B: "
+                       + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in pg) + ".")
+    for size in sizes:
+        for mode in ("poll", "adaptive", "block"):
+            pts = [(n, find(res, SLUICE, n, size, mode)) for n in all_ns]
+            pts = [(n, r["median_mpps"]) for n, r in pts if r]
+            if len(pts) > 1 and pts[0][1]:
                 out.append(f"- Sluice {mode}, {size} B, chain length: "
                            + ", ".join(f"{n} NF {m:.2f}" for n, m in pts) + " Mpps"
                            + f" ({pts[-1][0]} NFs at {pts[-1][1] / pts[0][1]:.1%} of {pts[0][0]} NF).")
-    for size in sorted({r["size"] for r in res}):
+    for size in sizes:
         cmp_ = []
-        for n in sorted({r["nfs"] for r in res}):
+        for n in all_ns:
             a, b = find(res, SLUICE, n, size, "poll"), find(res, SLUICE, n, size, "adaptive")
             if a and b and a["median_mpps"]:
                 cmp_.append(f"{n} NF {b['median_mpps'] / a['median_mpps']:.2f}×")
         if cmp_:
             out.append(f"- Adaptive relative to poll, {size} B: " + ", ".join(cmp_) + ".")
     spreads = [((r["max_mpps"] - r["min_mpps"]) / r["median_mpps"], r) for r in res
-               if r.get("median_mpps") and len(r.get("runs_mpps", [])) > 1]
+               if r.get("median_mpps") and len(r.get("runs_mpps") or []) > 1]
     if spreads:
         worst = max(spreads, key=lambda t: t[0])
         med = statistics.median(t[0] for t in spreads)
@@ -293,29 +674,355 @@ def reading(data: dict) -> list[str]:
         out.append(f"- Other processes' share of all CPU time during the measurement windows: median {statistics.median(fcs):.1%}, "
                    f"max {max(fcs):.1%}" + (f"; {len(noisy)} of {len(fcs)} windows above 5 %, so those figures "
                                             "were disturbed by other load." if noisy else " (a quiet machine)."))
-    errs = data.get("errors") or []
+    errs = [e for e in (data.get("errors") or []) if scenario_of(e) == CHAIN]
     if errs:
         out.append(f"- {len(errs)} measurement(s) failed in this run; see `errors` in the JSON.")
     return out
 
 
-def history_rows(loaded: list[tuple[Path, dict]]) -> list[str]:
-    rows = ["| results file | kind | runs × window | Sluice 1 NF 64 B poll | memif peer 1 NF 64 B | ratio | "
-            "Linux veth 1 NF 64 B | Sluice 1 NF 1500 B poll |",
-            "|---|---|---|---:|---:|---:|---:|---:|"]
+# ---------------------------------------------------------------------------------------------
+# scenario 2: zero-loss throughput
+
+
+def _trial_cfg(data: dict) -> dict:
+    """The trial settings of scenarios 2 and 3, from the config (several spellings accepted) and rows."""
+    cfg = data.get("config", {})
+
+    def get(*keys):
+        for k in keys:
+            v = cfg.get(k)
+            if v is not None:
+                return v
+        return None
+
+    zl = rows_of(data["results"], ZEROLOSS)
+    dur = get("trial_duration_s", "trial_duration") or next(
+        (r["trial_duration_s"] for r in zl if r.get("trial_duration_s") is not None), None)
+    return {"runs": cfg.get("runs"), "duration": dur,
+            "warmup": get("trial_warmup_s", "trial_warmup"),
+            "latency_duration": get("latency_duration_s", "latency_duration") or dur,
+            "search": cfg.get("search") if isinstance(cfg.get("search"), dict) else {},
+            "mode": get("trial_mode")}
+
+
+def _s(x, unit="s", pre="", post="") -> str:
+    """A duration for a sentence, or nothing when the config does not say."""
+    return "" if x is None else f"{pre}{x:g} {unit}{post}"
+
+
+def zeroloss_method(data: dict) -> list[str]:
+    res = rows_of(data["results"], ZEROLOSS)
+    t = _trial_cfg(data)
+    ns = sorted({r["nfs"] for r in res})
+    sizes = sorted({r["size"] for r in res})
+    srch = t["search"]
+    res_txt = ""
+    if srch.get("resolution") is not None:
+        rv = srch["resolution"]
+        res_txt = (f" until the bounds are within {rv:.1%} of the upper one" if rv < 1
+                   else f" until the bounds are within {rv / 1e6:g} Mpps")
+    if srch.get("max_trials") is not None:
+        res_txt += f"{' or' if res_txt else ' until'} {srch['max_trials']} trials ran"
+    start = srch.get("start_pps")
+    ntrials = [len(s) for r in res for s in (r.get("runs_search") or []) if s]
+    size_txt = " and ".join(f"{s} B" for s in sizes)
+    out = ["**Method.** RFC 2544 §26.1 throughput: the highest offered rate at which the chain loses no frame. "
+           f"Chains of {and_list(ns)} forwarding NF{'s' if ns != [1] else ''}; {size_txt} frames (66 B is the smallest frame "
+           "that holds the generator's 24-byte timestamp and sequence stamp). "
+           f"Each trial offers a constant rate for a{_s(t['warmup'], pre=' ')} warm-up (not counted), then "
+           f"{_s(t['duration'], post=' of ')}counted frames, then waits for stragglers; lost = counted frames sent − received. "
+           "A search first probes the generator's ceiling"
+           + (f" (a short trial at {start / 1e6:g} Mpps)" if start else "")
+           + "; if a trial at the ceiling loses nothing the figure is that rate and **generator bound** (≥: the "
+           "system may take more than the generator can offer), otherwise a binary search on the offered rate"
+           + res_txt + ". The figure is the highest rate without loss. "
+           f"{t['runs'] if t['runs'] is not None else '?'} round(s), systems alternating within a round; "
+           "median of the rounds with min–max"
+           + (f"; trials per search: median {statistics.median(ntrials):g}, max {max(ntrials)}" if ntrials else "")
+           + ". Gbps = rate × frame size × 8 (L2 frame bits).", ""]
+    testers = data.get("config", {}).get("testers") or {}
+    if testers:
+        for s, txt in testers.items():
+            out.append(f"- **{SYSTEM_NAMES.get(s, s)}**: {txt}")
+    elif any(r.get("system") == SLUICE for r in res):
+        out.append("- **Sluice**: the generator (`sluice-nf-gen`, paced, stamping each frame) and the sink "
+                   "(`sluice-nf-sink`, loss from sequence numbers) are NFs in the same chain (gen → N × fwd → sink), "
+                   "fed by a `net_null` port as buffer supply; they share core 0 with the NFs under test and cost "
+                   "two more hops through the switch.")
+    return out
+
+
+def _zl_cell(r: dict, key: str = "median_pps") -> str:
+    k, _ = _bound_runs(r)
+    v = r.get(key)
+    return ("≥" if k else "") + fmt_rate(v)
+
+
+def _zl_ratio(s: dict, p: dict | None) -> tuple[str, bool]:
+    """Sluice / peer zero-loss ratio cell: ≥ when only Sluice's figure is generator bound, ≤ when
+    only the peer's is, † when both are; second value: both bound."""
+    if not p or not p.get("median_pps") or s.get("median_pps") is None:
+        return "–", False
+    x = s["median_pps"] / p["median_pps"]
+    sb, pb = _bound_runs(s)[0] > 0, _bound_runs(p)[0] > 0
+    if sb and pb:
+        return f"{x:.2f}×†", True
+    return ("≥" if sb else "≤" if pb else "") + f"{x:.2f}×", False
+
+
+def zeroloss_table(res: list[dict]) -> tuple[list[str], bool]:
+    peers = peers_in(res)
+    multi_size = len({r["size"] for r in res}) > 1
+    head = "| NFs |" + (" size (B) |" if multi_size else "") + " system | median Mpps (min–max) | Gbps | " \
+        "generator-bound rounds |" + "".join(f" Sluice / {short} |" for _, short in peers)
+    rows = [head, "|---:|" + ("---:|" if multi_size else "") + "---|---:|---:|---:|" + "---:|" * len(peers)]
+    any_bound = False
+    both_bound = False
+    for n, size in sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0])):
+        ps = [find(res, s, n, size, None, scenario=ZEROLOSS) for s, _ in peers]
+        group = sorted((r for r in res if r["nfs"] == n and r["size"] == size),
+                       key=lambda r: ORDER.get((r["system"], r.get("mode")), 99))
+        for r in group:
+            lead = f"| {n} |" + (f" {size} |" if multi_size else "") + f" {system_label(r['system'], r.get('mode'))} |"
+            if r.get("median_pps") is None:
+                rows.append(lead + f" failed: {first_line(r.get('error'))} | | |" + " |" * len(peers))
+                continue
+            k, nr = _bound_runs(r)
+            any_bound |= k > 0
+            ratios = []
+            for p in ps:
+                cell, bb = _zl_ratio(r, p) if r["system"] == SLUICE else ("–", False)
+                both_bound |= bb
+                ratios.append(cell)
+            err = f" (some rounds failed: {first_line(r.get('error'), 60)})" if r.get("error") else ""
+            rows.append(lead + f" **{_zl_cell(r)}** ({fmt_rate(r.get('min_pps'))}–{fmt_rate(r.get('max_pps'))}){err} | "
+                        f"{('≥' if k else '') + fmt(r.get('median_gbps'))} | {k} of {nr} |"
+                        + "".join(f" {x} |" for x in ratios))
+    notes = []
+    if any_bound:
+        notes.append("≥: in at least one round the highest rate the generator could offer lost nothing, so the "
+                     "figure (and that round's min or max) is a lower bound set by the generator, not by the system; "
+                     "a ratio with ≥ / ≤ is a lower / upper bound for the same reason.")
+    if both_bound:
+        notes.append("†: both figures are generator bound; the ratio compares the generators, not the systems.")
+    if notes:
+        rows += [""] + [f"<sub>{n}</sub>  " for n in notes]
+        rows[-1] = rows[-1].rstrip()
+    return rows, any_bound
+
+
+def zeroloss_reading(data: dict) -> list[str]:
+    res = rows_of(data["results"], ZEROLOSS)
+    out = []
+    for n, size in sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0])):
+        s = find(res, SLUICE, n, size, "poll", scenario=ZEROLOSS) or next(
+            (r for r in res if r["system"] == SLUICE and r["nfs"] == n and r["size"] == size
+             and r.get("median_pps") is not None), None)
+        if not s:
+            continue
+        parts = []
+        for system, _ in PEERS:
+            p = find(res, system, n, size, None, scenario=ZEROLOSS)
+            if p and p["median_pps"]:
+                parts.append(f"{SYSTEM_NAMES[system]} {_zl_cell(p)} Mpps (Sluice / it {_zl_ratio(s, p)[0]})")
+        out.append(f"- {n} NF{'s' if n > 1 else ''}, {size} B: Sluice {_zl_cell(s)} Mpps"
+                   + (" vs " + ", ".join(parts) if parts else "") + ".")
+    for system in sorted({r["system"] for r in res}, key=lambda s: ORDER.get((s, None), ORDER.get((s, "poll"), 99))):
+        pts = [(n, find(res, system, n, size, r_mode, scenario=ZEROLOSS))
+               for n, size, r_mode in sorted({(r["nfs"], r["size"], r.get("mode")) for r in res if r["system"] == system})]
+        pts = [(n, r) for n, r in pts if r]
+        if len(pts) > 1 and pts[0][1]["median_pps"]:
+            a, b = pts[0], pts[-1]
+            out.append(f"- {SYSTEM_NAMES.get(system, system)}: {b[0]} NFs keep "
+                       f"{b[1]['median_pps'] / a[1]['median_pps']:.0%} of the {a[0]}-NF zero-loss rate.")
+    spreads = [(r["max_pps"] - r["min_pps"]) / r["median_pps"] for r in res
+               if r.get("median_pps") and len(r.get("runs_pps") or []) > 1 and r.get("max_pps") is not None]
+    if spreads:
+        out.append(f"- Round-to-round spread (max − min) / median: median {statistics.median(spreads):.0%}, "
+                   f"widest {max(spreads):.0%}.")
+    errs = [e for e in (data.get("errors") or []) if scenario_of(e) == ZEROLOSS]
+    if errs:
+        out.append(f"- {len(errs)} search session(s) failed in this run; see `errors` in the JSON.")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# scenario 3: latency
+
+
+def latency_method(data: dict) -> list[str]:
+    res = rows_of(data["results"], LATENCY)
+    t = _trial_cfg(data)
+    loads = loads_in(res)
+    sizes = sorted({r["size"] for r in res})
+    return ["**Method.** In the same session as each round's zero-loss search (scenario 2), one trial at "
+            + and_list(f"{ld:.0%}" for ld in loads) + " of that round's zero-loss rate for that system and chain "
+            f"length: a{_s(t['warmup'], pre=' ')} warm-up, then {_s(t['latency_duration'], post=' of ')}counted "
+            f"{' and '.join(f'{s} B' for s in sizes)} frames. Latency is one-way, from the timestamp the generator "
+            "writes into each frame to the frame's arrival at the sink, binned in a log-linear histogram. "
+            f"{t['runs'] if t['runs'] is not None else '?'} round(s): each percentile is the median of the rounds' "
+            "percentiles, with min–max in small print; the CDF plot uses the histograms merged over all rounds. "
+            "Offered Mpps is the median of the rounds' offered rates; lost packets are summed over the rounds "
+            "(at these loads there should be none). Sluice ÷ X = Sluice's p99 over X's p99 at the same load and "
+            "chain length (below 1: Sluice is faster)."]
+
+
+def _lat_cell(r: dict, p: str) -> str:
+    med = (r.get("median_ns") or {}).get(p)
+    lo, hi = (r.get("min_ns") or {}).get(p), (r.get("max_ns") or {}).get(p)
+    cell = fmt_us(med)
+    if lo is not None and hi is not None and (lo != med or hi != med):
+        cell += f" <sub>{fmt_us(lo)}–{fmt_us(hi)}</sub>"
+    return cell
+
+
+def latency_tables(res: list[dict]) -> list[str]:
+    peers = peers_in(res)
+    out = []
+    for n, size in _lat_groups(res):
+        grp = [r for r in res if r["nfs"] == n and r["size"] == size]
+        out += [f"**{n} NF{'s' if n > 1 else ''}**" + (f", {size} B" if len({r['size'] for r in res}) > 1 else ""), "",
+                "| system | load | offered Mpps | p50 µs | p99 µs | p99.9 µs | max µs | lost |"
+                + "".join(f" Sluice ÷ {short} p99 |" for _, short in peers),
+                "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(peers)]
+        for r in sorted(grp, key=lambda r: (ORDER.get((r["system"], r.get("mode")), 99), r.get("load") or 0)):
+            lead = f"| {system_label(r['system'], r.get('mode'))} | {r.get('load', 0):.0%} |"
+            rates = [x for x in (r.get("runs_rate_pps") or []) if x is not None]
+            rate = fmt_rate(statistics.median(rates)) if rates else "–"
+            lost = [x for x in (r.get("runs_lost") or []) if x is not None]
+            lost_txt = f"{sum(lost):,}" if lost else "–"
+            if sum(lost) > 0:
+                lost_txt = f"**{lost_txt}**"
+            if not r.get("median_ns"):
+                why = first_line(r.get("error")) if r.get("error") else "no latency samples"
+                rows = f"{lead} {rate} | failed: {why} | | | | {lost_txt} |" + " |" * len(peers)
+                out.append(rows)
+                continue
+            ratios = []
+            for system, _ in peers:
+                cell = "–"
+                if r["system"] == SLUICE:
+                    p = find(res, system, n, size, None, scenario=LATENCY, load=r.get("load"))
+                    a, b = r["median_ns"].get("p99"), p and p["median_ns"].get("p99")
+                    if a is not None and b:
+                        cell = f"{a / b:.2f}×"
+                ratios.append(cell)
+            out.append(f"{lead} {rate} | " + " | ".join(_lat_cell(r, p) for p, _ in PCTS) + f" | {lost_txt} |"
+                       + "".join(f" {x} |" for x in ratios))
+        out.append("")
+    return out
+
+
+def latency_reading(data: dict) -> list[str]:
+    res = rows_of(data["results"], LATENCY)
+    out = []
+    for n, size in _lat_groups(res):
+        for ld in loads_in(res):
+            s = find(res, SLUICE, n, size, "poll", scenario=LATENCY, load=ld) or next(
+                (r for r in res if r["system"] == SLUICE and r["nfs"] == n and r["size"] == size
+                 and r.get("load") == ld and r.get("median_ns")), None)
+            if not s:
+                continue
+            parts = [f"{SYSTEM_NAMES[system]} {fmt_us(p['median_ns'].get('p99'))}"
+                     for system, _ in PEERS
+                     for p in [find(res, system, n, size, None, scenario=LATENCY, load=ld)] if p]
+            out.append(f"- {n} NF{'s' if n > 1 else ''}, {ld:.0%} load: Sluice p99 {fmt_us(s['median_ns'].get('p99'))} µs"
+                       + (" vs " + ", ".join(parts) + " µs" if parts else "") + ".")
+    lossy = [r for r in res if sum(x for x in (r.get("runs_lost") or []) if x) > 0]
+    if lossy:
+        out.append("- Packets lost in latency trials (below the zero-loss rate, so the zero-loss rate was not "
+                   "stable across trials): " + "; ".join(
+                       f"{system_label(r['system'], r.get('mode'))} {r['nfs']} NF {r['load']:.0%}: "
+                       f"{sum(x for x in r['runs_lost'] if x):,}" for r in lossy) + ".")
+    elif res:
+        out.append("- No packet was lost in any latency trial.")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def machine_rows(m: dict, cfg: dict | None = None) -> list[str]:
+    hp = m.get("hugepages_2m_total", 0)
+    hp_txt = (f"{hp} × 2 MiB reserved ({hp * 2} MiB), hugetlbfs {'mounted' if m.get('hugetlbfs_mounted') else 'not mounted'}"
+              if hp else "none (DPDK ran on 4 KiB pages, --no-huge)")
+    return [
+        "| | |", "|---|---|",
+        f"| CPU | {m.get('cpu_model', '?')}" + (f" ({m['cpu_mhz']:.0f} MHz reported)" if m.get("cpu_mhz") else "") + " |",
+        f"| cores | {m.get('cpus_online', '?')} online, {m.get('cpus_usable', '?')} usable by the benchmark |",
+        f"| memory | {m.get('mem_gib', '?')} GiB |",
+        f"| OS / kernel | {m.get('os', '?')} / Linux {m.get('kernel', '?')} |",
+        f"| DPDK | {m.get('dpdk_version', '?')} |",
+        f"| huge pages | {hp_txt} |",
+        f"| load average at start | {m.get('loadavg', '?')} |",
+    ]
+
+
+def _machine_key(m: dict) -> tuple:
+    return (m.get("cpu_model"), m.get("cpus_online"), m.get("kernel"), m.get("mem_gib"), m.get("dpdk_version"))
+
+
+def _link(p: Path, out_dir: Path) -> str:
+    return os.path.relpath(p, out_dir)
+
+
+def _sluice_zl(res):
+    return find(res, SLUICE, 1, 66, "poll", scenario=ZEROLOSS) or next(
+        (r for r in res if scenario_of(r) == ZEROLOSS and r.get("system") == SLUICE and r.get("nfs") == 1
+         and r.get("median_pps") is not None), None)
+
+
+def _sluice_lat(res, load=0.5):
+    return next((r for r in res if scenario_of(r) == LATENCY and r.get("system") == SLUICE and r.get("nfs") == 1
+                 and r.get("load") is not None and abs(r["load"] - load) < 1e-9 and r.get("median_ns")), None)
+
+
+def history_rows(loaded: list[tuple[Path, dict]], out_dir: Path = REPO) -> list[str]:
+    rows = ["| results file | kind | scenarios | rounds × window | Sluice 1 NF 64 B poll | memif 1 NF 64 B | ratio | "
+            "Linux veth 1 NF 64 B | OVS 1 NF 64 B | Sluice 1 NF 1500 B poll | Sluice 1 NF zero-loss Mpps | "
+            "Sluice 1 NF p99 at 50 % (µs) |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p, d in reversed(loaded):
         res, cfg = d["results"], d.get("config", {})
+        scen = [s for s in SCENARIOS if rows_of(res, s)]
         s, pe, s15 = find(res, SLUICE, 1, 64, "poll"), find(res, PEER, 1, 64, None), find(res, SLUICE, 1, 1500, "poll")
         ratio = f"{s['median_mpps'] / pe['median_mpps']:.2f}×" if s and pe and pe["median_mpps"] else "–"
-        li = find(res, LINUX, 1, 64, None)
-        rows.append(f"| [{p.name}](bench/results/{p.name}) | {'quick' if cfg.get('quick') else 'full'} | "
-                    f"{cfg.get('runs', '?')} × {cfg.get('duration_s', '?')} s | {fmt(s and s['median_mpps'])} | "
-                    f"{fmt(pe and pe['median_mpps'])} | {ratio} | {fmt(li and li['median_mpps'])} | "
-                    f"{fmt(s15 and s15['median_mpps'])} |")
+        li, ov = find(res, LINUX, 1, 64, None), find(res, OVS, 1, 64, None)
+        zl, lat = _sluice_zl(res), _sluice_lat(res)
+        rows.append(f"| [{p.name}]({_link(p, out_dir)}) | {'quick' if is_quick(d) else 'full'} | "
+                    f"{', '.join(scen) or '–'} | {cfg.get('runs', '?')} × {cfg.get('duration_s', '?')} s | "
+                    f"{fmt(s and s['median_mpps'])} | {fmt(pe and pe['median_mpps'])} | {ratio} | "
+                    f"{fmt(li and li['median_mpps'])} | {fmt(ov and ov['median_mpps'])} | "
+                    f"{fmt(s15 and s15['median_mpps'])} | {_zl_cell(zl) if zl else '–'} | "
+                    f"{fmt_us(lat['median_ns'].get('p99')) if lat else '–'} |")
     return rows
 
 
-def render(loaded: list[tuple[Path, dict]], results_dir: Path) -> str:
+def _headline_line(p: Path, d: dict, out_dir: Path) -> str:
+    return (f"Headline run: [`{p.name}`]({_link(p, out_dir)}), started {d.get('started', '?')}"
+            + (" (a `--quick` run: no full run has this scenario yet; one short window per figure, indicative only)"
+               if is_quick(d) else "") + ".")
+
+
+def _images(p: Path, d: dict, scenario: str, results_dir: Path, out_dir: Path, draw: bool) -> list[str]:
+    """Markdown image links for one scenario of a headline file, drawing missing PNGs when allowed."""
+    stem = results_dir / stamp_of(p)
+    names = list(PNG_SUFFIXES[scenario])
+    out = []
+    if scenario == CHAIN and not png_path(stem, "chain").exists() and png_path(stem, "fabric").exists():
+        names = ["fabric"]  # older runs
+    missing = [n for n in names if not png_path(stem, n).exists()]
+    if missing and draw:
+        plots(d, stem, only=tuple(missing))
+    for n in names:
+        png = png_path(stem, n)
+        if png.exists():
+            out += [f"![{ALT.get(n, n)}, {stamp_of(p)}]({_link(png, out_dir)})", ""]
+    return out
+
+
+def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = REPO, draw: bool = True) -> str:
     L = ["# Sluice benchmarks", "",
          "<!-- GENERATED FILE: do not edit. -->",
          "> **Generated from `bench/results/*.json` by `bench/gen_report.py`; never hand-edited.** "
@@ -324,58 +1031,92 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path) -> str:
     if not loaded:
         L += ["No results yet: run `sudo .venv/bin/python bench/run.py`.", ""]
         return "\n".join(L)
-    full = [(p, d) for p, d in loaded if not d.get("config", {}).get("quick")]
-    head_p, head = (full or loaded)[-1]
-    cfg = head.get("config", {})
-    L += [f"## Fabric: `net_null -> N × fwd -> net_null`", "",
-          f"Headline run: [`{head_p.name}`](bench/results/{head_p.name}), started {head.get('started', '?')}"
-          + (" (a `--quick` run: one short window per figure, indicative only)" if cfg.get("quick") else "") + ".", "",
-          "- **Sluice**: `sluiced` with two `net_null` ports (`size=B,copy=0`); ingress port → chain of N "
-          "`sluice-nf-fwd` NFs → exit port. Rate = growth of the exit port's `tx_pkts`.",
-          "- **Peer (testpmd + memif)**: one `dpdk-testpmd` as the switch (`net_null` + one `net_memif` server "
-          "port per NF, io forwarding, chained port topology), and one `dpdk-testpmd` per NF (memif client, io "
-          "forwarding back out of its only port). Rate = growth of the switch's `net_null` TX counter.",
-          "- **Linux veth + netns** (`linux-veth`, where measured): one network namespace per NF doing kernel IPv4 "
-          "forwarding, namespaces chained by veth pairs (generator namespace → NF 1 … NF N → sink namespace), GRO/GSO/TSO "
-          "off; the generator is `bench/udpgen.c` (AF_PACKET flood bypassing the qdisc, 1024 UDP port pairs; this kernel "
-          "has no pktgen) pinned to core 0, and RPS on NF 1's ingress veth moves the whole chain's forwarding (NET_RX "
-          "softirq) to core 1. Rate = growth of the sink veth's `rx_packets`.",
-          "- **Cores** (2 on this machine): switch (sluiced worker / testpmd switch forwarding lcore) on core 1; "
-          "every NF (Sluice NF process / testpmd NF forwarding lcore) on core 0, shared when N > 1; idle main lcores "
-          "on the other core.",
-          "- Gbps = Mpps × frame size × 8 (L2 frame bits; no preamble or inter-frame gap). "
-          "Ratio = Sluice median / the other system's median for the same N and size.", ""]
-    L += scenario_rows(head) + [""]
-    png = results_dir / f"{stamp_of(head_p)}-fabric.png"
-    if not png.exists():
-        plot(head, png)
-    if png.exists():
-        rel = os.path.relpath(png, REPO)
-        L += [f"![Fabric Mpps, {stamp_of(head_p)}]({rel})", ""]
-    L += ["## Reading", "", "Computed from the headline run's numbers:", ""] + reading(head) + [""]
+    heads = {s: headline(loaded, s) for s in SCENARIOS}
+    present = [h for h in heads.values() if h]
+    newest = max(present, key=lambda h: h[0].name) if present else loaded[-1]
+    L += ["## Machine", "", f"From [`{newest[0].name}`]({_link(newest[0], out_dir)}), the newest headline run:", ""]
+    L += machine_rows(newest[1].get("machine", {})) + [""]
+    others = {}
+    for s, h in heads.items():
+        if h and _machine_key(h[1].get("machine", {})) != _machine_key(newest[1].get("machine", {})):
+            others.setdefault(h[0].name, (h[1].get("machine", {}), []))[1].append(s)
+    for name, (m, scens) in others.items():
+        L += [f"Note: the {', '.join(scens)} headline (`{name}`) ran on a different machine: {m.get('cpu_model', '?')}, "
+              f"{m.get('cpus_online', '?')} cores, {m.get('mem_gib', '?')} GiB, Linux {m.get('kernel', '?')}, "
+              f"DPDK {m.get('dpdk_version', '?')}.", ""]
+
+    # scenario 1
+    L += ["## Scenario 1: chain length", ""]
+    h = heads[CHAIN]
+    if h:
+        p, d = h
+        L += [_headline_line(p, d, out_dir), ""] + chain_method(d) + [""]
+        L += chain_table(rows_of(d["results"], CHAIN)) + [""]
+        L += _images(p, d, CHAIN, results_dir, out_dir, draw)
+        L += ["### Reading", "", "Computed from the headline run's numbers:", ""] + reading(d) + [""]
+    else:
+        L += ["Not measured yet: `sudo .venv/bin/python bench/run.py chain`.", ""]
+
+    # scenario 2
+    L += ["## Scenario 2: zero-loss throughput (RFC 2544 §26.1)", ""]
+    h = heads[ZEROLOSS]
+    if h:
+        p, d = h
+        table, _ = zeroloss_table(rows_of(d["results"], ZEROLOSS))
+        L += [_headline_line(p, d, out_dir), ""] + zeroloss_method(d) + [""] + table + [""]
+        L += _images(p, d, ZEROLOSS, results_dir, out_dir, draw)
+        rd = zeroloss_reading(d)
+        if rd:
+            L += ["### Reading", "", "Computed from the headline run's numbers:", ""] + rd + [""]
+    else:
+        L += ["Not measured yet: `sudo .venv/bin/python bench/run.py zeroloss`.", ""]
+
+    # scenario 3
+    L += ["## Scenario 3: latency at 10/50/90 % of the zero-loss rate", ""]
+    h = heads[LATENCY]
+    if h:
+        p, d = h
+        L += [_headline_line(p, d, out_dir), ""] + latency_method(d) + [""]
+        L += latency_tables(rows_of(d["results"], LATENCY))
+        L += _images(p, d, LATENCY, results_dir, out_dir, draw)
+        rd = latency_reading(d)
+        if rd:
+            L += ["### Reading", "", "Computed from the headline run's numbers (p99, median of rounds):", ""] + rd + [""]
+    else:
+        L += ["Not measured yet: `sudo .venv/bin/python bench/run.py latency`.", ""]
+
+    L += ["## Scenario 4: realistic mix", "",
+          "Not measured yet: needs the firewall, NAT and router NFs (issue 5).", "",
+          "## Scenario 5: NF count sweep", "",
+          "Not measured yet: needs the density work (issue 6).", ""]
+
     if NOTES.exists():
         notes = NOTES.read_text().strip()
         if notes:
-            L += ["### Notes (hand-written, `bench/notes.md`)", "", notes, ""]
+            L += ["## Notes (hand-written, `bench/notes.md`)", "", notes, ""]
     if NOTES_OVS.exists():
         ovs = NOTES_OVS.read_text().strip()
         if ovs:
             # demote the file's own headings below this section's
             ovs = "\n".join(("##" + ln if ln.startswith("#") else ln) for ln in ovs.splitlines())
-            L += ["## Open vSwitch with DPDK", "", ovs, ""]
-    L += ["## Machine", ""] + machine_rows(head.get("machine", {}), cfg) + [""]
-    L += ["## All runs", "", "Newest first; `quick` runs (1 short window) are smoke tests, not figures to quote.", ""]
-    L += history_rows(loaded) + [""]
+            L += ["## Open vSwitch with DPDK (hand-written, `bench/notes_ovs.md`)", "", ovs, ""]
+    L += ["## All runs", "", "Newest first; `quick` runs (1 short window) are smoke tests, not figures to quote. "
+          "Scenario 1 columns are Mpps; ≥ marks a generator-bound zero-loss figure.", ""]
+    L += history_rows(loaded, out_dir) + [""]
     return "\n".join(L)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", type=Path, default=RESULTS)
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--results", type=Path, default=RESULTS, help="directory of results JSON files "
+                    "(default bench/results); missing PNGs are drawn there")
+    ap.add_argument("--out", type=Path, default=OUT, help="markdown file to write (default BENCHMARKS.md); "
+                    "links are relative to its directory")
+    ap.add_argument("--no-draw", action="store_true", help="do not draw missing PNGs")
     a = ap.parse_args(argv)
     loaded = load_results(a.results)
-    a.out.write_text(render(loaded, a.results))
+    out = a.out.resolve()
+    out.write_text(render(loaded, a.results.resolve(), out.parent, draw=not a.no_draw))
     print(f"gen_report: wrote {a.out} from {len(loaded)} result file(s)")
     return 0
 

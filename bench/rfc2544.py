@@ -72,9 +72,9 @@ def zero_loss_search(session, start_pps: float, duration: float, warmup: float, 
         sent_pps = r.get("sent_pps") or 0.0
         short = sent_pps < SHORTFALL * rate  # the generator did not offer what was asked
         if r["lost"] == 0 and r["sent"] > 0:
-            if short:
+            if short or rate >= ceiling:
                 # everything the generator could offer went through: a lower bound
-                return SearchResult(max(best, sent_pps), True, ceiling, trials)
+                return SearchResult(max(best, min(rate, sent_pps)), True, ceiling, trials)
             lo, best = rate, max(best, rate)
         else:
             hi = min(rate, sent_pps) if short else rate
