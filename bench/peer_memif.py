@@ -19,25 +19,37 @@ lcore 0, idle main lcore on core 1). So the switch owns core 1 and the NFs share
 same split the Sluice run uses (sluiced worker on core 1, NFs on core 0).
 
 Run directly for a quick check:  bench/peer_memif.py --size 64 --nfs 1 --duration 5
+
+Trials (scenarios 2 and 3, `MemifTrials`): the same switch and NFs, but the switch's port 0 is a
+net_memif server (instead of net_null) to which bench/tester.c (build/bench/sluice-bench-tester)
+connects as memif client; the tester is pinned like an NF (`taskset -c 0`, EAL `-l 0`):
+    tester -> switch port 0 -> memif1 -> NF1 -> ... -> memifN -> switch port 0 -> tester
+One trial:  bench/peer_memif.py --trials --nfs 1 --size 66 --rate 1e6 --duration 2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import TESTPMD, BenchError, CpuShare, eal_memory_args, spawn, stop_process  # noqa: E402
+from common import (REPO, TESTPMD, BenchError, CpuShare, OutputReader, eal_memory_args, spawn,  # noqa: E402
+                    stop_process)
 
 PROMPT = "testpmd> "
 SWITCH_LCORES = ("0,1", "0")  # (-l, --main-lcore): forwarding lcore 1
 NF_LCORES = ("1,0", "1")      # forwarding lcore 0
+TESTER = Path(os.environ.get("SLUICE_BENCH_TESTER") or REPO / "build" / "bench" / "sluice-bench-tester")
+TESTER_CORE = "0"             # like the NFs
+TESTER_IDLE_US = 0            # the tester's --idle-us (0: it polls like the NFs)
 
 
 class Testpmd:
@@ -95,8 +107,91 @@ class Testpmd:
         stop_process(self.proc)
 
 
+def check_trial_size(size: int) -> None:
+    if size < 66:
+        raise BenchError(f"frame size {size} leaves no room for the 24-byte stamp after the 42 bytes of "
+                         "Ethernet/IPv4/UDP headers: trials need >= 66 B")
+
+
+def check_tester() -> None:
+    """Raise BenchError naming the fix when the trial tester (bench/tester.c) is not built."""
+    if not (TESTER.is_file() and os.access(TESTER, os.X_OK)):
+        raise BenchError(f"{TESTER} not found: build it (ninja -C build) or set SLUICE_BENCH_TESTER")
+
+
+class Tester:
+    """bench/tester.c (sluice-bench-tester) driven over stdin: one command line, one JSON line answer.
+
+    stdout carries only "tester: ready" and the answers; EAL/PMD messages and the tester's own go to
+    stderr, read separately (its tail is quoted in errors). Pinned like an NF: `taskset -c 0`, `-l 0`.
+    """
+
+    def __init__(self, name: str, eal: list[str], app: list[str], logf=None, errf=None):
+        check_tester()
+        self.name = name
+        self.argv = ["taskset", "-c", TESTER_CORE, str(TESTER), "-l", TESTER_CORE, *eal, "--", *app]
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.out = OutputReader(self.proc, name, logf)
+        # OutputReader reads `.stdout`: hand it the stderr pipe under that name
+        self.err = OutputReader(types.SimpleNamespace(stdout=self.proc.stderr, poll=self.proc.poll),
+                                f"{name} (stderr)", errf)
+
+    def _fail(self, what: str) -> BenchError:
+        time.sleep(0.1)  # let the reader catch the last words of a dying process
+        return BenchError(f"{self.name}: {what} (rc={self.proc.poll()}); stderr:\n{self.err.tail()}\n"
+                          f"stdout:\n{self.out.tail(5)}")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        try:
+            self.out.wait_for(r"(?m)^tester: ready$", 0, timeout)
+        except BenchError as e:
+            raise self._fail(str(e).splitlines()[0]) from None
+
+    def call(self, line: str, timeout: float = 10.0) -> dict:
+        """Send one command; return its JSON answer (raises BenchError on an {"error": ...} answer)."""
+        pos = self.out.pos
+        try:
+            self.proc.stdin.write((line + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise self._fail(f"cannot send {line!r}: {e}") from None
+        try:
+            m = self.out.wait_for(r"(?m)^\{.*\}$", pos, timeout)
+        except BenchError as e:
+            raise self._fail(f"no answer to {line!r}: {str(e).splitlines()[0]}") from None
+        d = json.loads(m.group(0))
+        if "error" in d:
+            raise BenchError(f"{self.name}: {line!r}: {d['error']}")
+        return d
+
+    def trial(self, rate_pps: float, duration: float, warmup: float) -> dict:
+        if rate_pps <= 0 or duration <= 0 or warmup < 0:
+            raise BenchError(f"trial needs rate > 0, duration > 0, warmup >= 0 (got {rate_pps}, {duration}, {warmup})")
+        # generous: the tester may reach far less than asked (it shares core 0 with the NFs);
+        # assume it manages at least 20 kpps
+        timeout = 30 + warmup + 2 + rate_pps * duration / 20_000
+        return self.call(f"trial {rate_pps:.3f} {duration:.6f} {warmup:.6f}", timeout=timeout)
+
+    def quit(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b"quit\n")
+                self.proc.stdin.flush()
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        stop_process(self.proc)
+
+
 class MemifPeer:
     """The testpmd switch + N testpmd NFs over memif; use as a context manager."""
+
+    tester = False  # MemifTrials: port 0 is the tester's memif
 
     def __init__(self, nfs: int = 1, size: int = 64, mbufs: int = 16384, logdir: Path | None = None,
                  tag: str = "peer"):
@@ -112,6 +207,7 @@ class MemifPeer:
         self.nf_procs: list[Testpmd] = []
         self._tmp = None
         self._logs = []
+        self.timings: dict = {}  # seconds each start-up step took
 
     def _log(self, name: str):
         if self.logdir is None:
@@ -132,12 +228,21 @@ class MemifPeer:
         self.stop()
         return False
 
+    def _port0_vdev(self, tmp: Path) -> str:
+        """The switch's port 0: the traffic source and sink (MemifTrials: the tester's memif)."""
+        return f"net_null0,size={self.size},copy=0"
+
+    def _start_tester(self, tmp: Path, mem: list[str]) -> None:
+        """MemifTrials starts its tester here (after the switch, before the NFs are waited for)."""
+
     def start(self) -> None:
+        t_start = time.monotonic()
+        self.timings = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="sluice-bench-memif-")
         tmp = Path(self._tmp.name)
         pid = os.getpid()
         mem = eal_memory_args()
-        vdevs = ["--vdev", f"net_null0,size={self.size},copy=0"]
+        vdevs = ["--vdev", self._port0_vdev(tmp)]
         for k in range(1, self.nfs + 1):
             vdevs += ["--vdev", f"net_memif{k},role=server,id=0,socket={tmp}/memif{k}.sock,socket-abstract=no"]
         app_common = ["--forward-mode=io", f"--total-num-mbufs={self.mbufs}", "--no-lsc-interrupt", "--disable-link-check"]
@@ -149,6 +254,10 @@ class MemifPeer:
             [*app_common, "--port-topology=chained"],
             logf=self._log("switch"))
         self.switch.wait_prompt()
+        self.timings["switch_s"] = round(time.monotonic() - t_start, 3)
+        # the NFs (and the tester) start side by side: each waits only for its own EAL
+        t0 = time.monotonic()
+        self._start_tester(tmp, mem)
         for k in range(1, self.nfs + 1):
             nf = Testpmd(
                 f"testpmd-nf{k}",
@@ -157,10 +266,13 @@ class MemifPeer:
                  "--vdev", f"net_memif0,role=client,id=0,socket={tmp}/memif{k}.sock,socket-abstract=no"],
                 app_common, logf=self._log(f"nf{k}"))
             self.nf_procs.append(nf)
+        for nf in self.nf_procs:
             nf.wait_prompt()
+        self.timings["nfs_s"] = round(time.monotonic() - t0, 3)
         # wait for every memif link to come up before starting
-        deadline = time.monotonic() + 10
-        for k in range(1, self.nfs + 1):
+        t0 = time.monotonic()
+        deadline = t0 + 10
+        for k in range(0 if self.tester else 1, self.nfs + 1):
             while True:
                 info = self.switch.cmd(f"show port info {k}")
                 if re.search(r"Link status:\s+up", info):
@@ -171,6 +283,8 @@ class MemifPeer:
         for nf in self.nf_procs:
             nf.cmd("start")
         self.switch.cmd("start")
+        self.timings["links_s"] = round(time.monotonic() - t0, 3)
+        self.timings["total_s"] = round(time.monotonic() - t_start, 3)
 
     def pids(self) -> list[int]:
         return [p.proc.pid for p in ([self.switch] if self.switch else []) + self.nf_procs]
@@ -179,7 +293,11 @@ class MemifPeer:
         """Packets that completed the round trip: TX count of the switch's net_null port."""
         return self.switch.tx_packets(0)
 
+    def _stop_tester(self) -> None:
+        """MemifTrials stops its tester here, first."""
+
     def stop(self) -> None:
+        self._stop_tester()
         for nf in self.nf_procs:
             try:
                 nf.quit()
@@ -199,6 +317,101 @@ class MemifPeer:
             self._tmp.cleanup()
             self._tmp = None
 
+
+class TesterSession:
+    """Mixin for a peer chain driven by bench/tester.c: the chain's start() also waits for the
+    tester (which _start_tester() launched), trial() is one `trial` command, stop quits it."""
+
+    tester_proc: Tester | None = None
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except BenchError:
+            if self.tester_proc is not None and self.tester_proc.proc.poll() is not None:
+                self.tester_proc.wait_ready()  # raises, quoting why the tester is gone
+            raise
+        t0 = time.monotonic()
+        self.tester_proc.wait_ready()
+        self.timings["tester_ready_s"] = round(time.monotonic() - t0, 3)
+
+    def trial(self, rate_pps: float, duration: float, warmup: float) -> dict:
+        return self.tester_proc.trial(rate_pps, duration, warmup)
+
+    def pids(self) -> list[int]:
+        return super().pids() + ([self.tester_proc.proc.pid] if self.tester_proc else [])
+
+    def _stop_tester(self) -> None:
+        if self.tester_proc is not None:
+            try:
+                self.tester_proc.quit()
+            except Exception:  # noqa: BLE001
+                stop_process(self.tester_proc.proc)
+            self.tester_proc = None
+
+
+class MemifTrials(TesterSession, MemifPeer):
+    """Zero-loss and latency trials (scenarios 2 and 3) through the testpmd switch and N testpmd NFs.
+
+    As MemifPeer, except the switch's port 0 is `net_memif0,role=server` on its own socket, and
+    bench/tester.c connects to it as memif client (`taskset -c 0`, EAL `-l 0`, its own
+    --file-prefix): tester -> switch port 0 -> memif1 -> NF1 -> ... -> memifN -> switch port 0 ->
+    tester. The chain and the tester stay up for the whole session; each trial() is one `trial`
+    command to the tester (see bench/tester.c and bench/README.md for the JSON).
+    """
+
+    tester = True
+
+    def __init__(self, nfs: int, size: int, logdir: Path | None = None, tag: str = "memif-trials",
+                 mbufs: int = 16384, burst: int = 32, flows: int = 1024, idle_us: int = TESTER_IDLE_US):
+        check_trial_size(size)
+        super().__init__(nfs=nfs, size=size, mbufs=mbufs, logdir=logdir, tag=tag)
+        self.burst, self.flows, self.idle_us = burst, flows, idle_us
+        self.tester_proc = None
+
+    def _port0_vdev(self, tmp: Path) -> str:
+        return f"net_memif0,role=server,id=0,socket={tmp}/memif0.sock,socket-abstract=no"
+
+    def _start_tester(self, tmp: Path, mem: list[str]) -> None:
+        self.tester_proc = Tester(
+            "tester",
+            ["--no-pci", *mem, "--file-prefix", f"slbT{os.getpid()}", "--log-level", "*:notice",
+             "--vdev", f"net_memif0,role=client,id=0,socket={tmp}/memif0.sock,socket-abstract=no"],
+            ["--size", str(self.size), "--flows", str(self.flows), "--burst", str(self.burst),
+             "--mbufs", str(self.mbufs), "--idle-us", str(self.idle_us)],
+            logf=self._log("tester-out"), errf=self._log("tester"))
+
+
+def print_trials(session_cls, a) -> int:
+    """CLI of the peer modules: one session, one trial per --rate, its JSON on stdout."""
+    t0 = time.monotonic()
+    try:
+        with session_cls(nfs=a.nfs, size=a.size, logdir=a.logdir, burst=a.burst, idle_us=a.idle_us) as s:
+            print(f"set-up {time.monotonic() - t0:.2f} s {json.dumps(s.timings)}", file=sys.stderr)
+            for rate in a.rate:
+                t1 = time.monotonic()
+                r = s.trial(rate, a.duration, a.warmup)
+                if not a.histogram:
+                    r.pop("histogram", None)
+                print(json.dumps(r), flush=True)
+                print(f"trial took {time.monotonic() - t1:.2f} s", file=sys.stderr)
+            t1 = time.monotonic()
+        print(f"tear-down {time.monotonic() - t1:.2f} s", file=sys.stderr)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def trials_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--trials", action="store_true",
+                    help="zero-loss/latency trials with bench/tester.c instead of the flood; prints each trial's JSON")
+    ap.add_argument("--rate", type=float, action="append", default=None,
+                    help="offered pps of a trial (repeat for several trials in one session; default 1e6)")
+    ap.add_argument("--histogram", action="store_true", help="keep the histogram in the printed JSON")
+    ap.add_argument("--burst", type=int, default=32, help="the tester's token-bucket depth and TX burst (default 32)")
+    ap.add_argument("--idle-us", type=int, default=TESTER_IDLE_US,
+                    help=f"the tester sleeps up to this long when idle (0: polls; default {TESTER_IDLE_US})")
 
 def measure_rate(counter, warmup: float, duration: float, pids=()) -> tuple[float, float]:
     """(Mpps, foreign CPU share) from a growing packet counter over a window after a warm-up.
@@ -237,9 +450,14 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--logdir", type=Path, default=None)
+    trials_args(ap)
     a = ap.parse_args()
     if a.logdir:
         a.logdir.mkdir(parents=True, exist_ok=True)
+    if a.trials:
+        a.rate = a.rate or [1e6]
+        a.size = max(a.size, 66)
+        return print_trials(MemifTrials, a)
     try:
         mpps, extra = run_peer(a.nfs, a.size, a.warmup, a.duration, a.logdir)
     except BenchError as e:

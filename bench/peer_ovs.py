@@ -20,11 +20,18 @@ own region and vhost-user refuses the table ("update_memory_region(): Too many m
 
 Run directly:  bench/peer_ovs.py --nfs 1 --size 64 --duration 5
 Not part of run.py; see bench/notes_ovs.md.
+
+Trials (scenarios 2 and 3, `OvsTrials`): the same set-up, but the source/sink port null0 is
+replaced by a dpdkvhostuserclient port `tester` (ofport 1) to which bench/tester.c
+(build/bench/sluice-bench-tester) is the vhost-user server (`--vdev virtio_user0,path=<run>/tester.sock,
+server=1,queues=1 --single-file-segments`, `taskset -c 0`, `-l 0`); OpenFlow tester -> vhu1 -> ...
+-> vhuN -> tester.  One trial:  bench/peer_ovs.py --trials --nfs 1 --rate 1e5 --duration 1
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -35,7 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import BenchError, spawn, stop_process, use_hugepages  # noqa: E402
-from peer_memif import NF_LCORES, Testpmd, measure_rate  # noqa: E402
+from peer_memif import (NF_LCORES, TESTER_IDLE_US, Tester, TesterSession, Testpmd, check_trial_size,  # noqa: E402
+                        measure_rate, print_trials, trials_args)
 
 VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
@@ -51,12 +59,15 @@ def check_tools() -> None:
 
 
 class OvsChain:
+    tester = False  # OvsTrials: port 1 is the tester's vhost-user port instead of net_null0
+
     def __init__(self, nfs: int = 1, size: int = 64, logdir: Path | None = None, tag: str = "ovs"):
         self.nfs, self.size, self.logdir, self.tag = nfs, size, logdir, tag
         self.tmp = None
         self.db = self.vsd = None
         self.nf_procs: list[Testpmd] = []
         self._logs = []
+        self.timings: dict = {}  # seconds each start-up step took
 
     def _log(self, name):
         if self.logdir is None:
@@ -90,11 +101,23 @@ class OvsChain:
             raise BenchError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout
 
+    def _dpdk_extra(self) -> str:
+        return f"--no-pci --in-memory --vdev=net_null0,size={self.size},copy=0"
+
+    def _add_port1(self) -> None:
+        """ofport 1: the traffic source and sink (OvsTrials: the tester's vhost-user port)."""
+        self.vsctl("add-port", "br0", "null0", "--", "set", "Interface", "null0", "type=dpdk",
+                   "options:dpdk-devargs=net_null0", "ofport_request=1")
+
+    def _start_tester(self) -> None:
+        """OvsTrials starts its tester here, next to the NFs."""
+
     def start(self) -> None:
         check_tools()
+        t_start = time.monotonic()
+        self.timings = {}
         self.tmp = tempfile.TemporaryDirectory(prefix="sluice-bench-ovs-")
         self.run = Path(self.tmp.name)
-        import os
         self.env = {**os.environ, "OVS_RUNDIR": str(self.run), "OVS_DBDIR": str(self.run),
                     "OVS_LOGDIR": str(self.run), "OVS_SYSCONFDIR": str(self.run)}
         subprocess.run(["ovsdb-tool", "create", str(self.run / "conf.db"), SCHEMA], check=True, capture_output=True)
@@ -109,14 +132,15 @@ class OvsChain:
         self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
                    "other_config:dpdk-lcore-mask=0x1", "other_config:pmd-cpu-mask=0x2",
                    "other_config:dpdk-socket-mem=512",
-                   f"other_config:dpdk-extra=--no-pci --in-memory --vdev=net_null0,size={self.size},copy=0")
+                   f"other_config:dpdk-extra={self._dpdk_extra()}")
         self.vsd, self.vsd_out = spawn([VSWITCHD, f"unix:{self.run}/db.sock", f"--unixctl={self.run}/ovs-vswitchd.ctl",
                                         "--log-file=" + str(self.run / "ovs-vswitchd.log")],
                                        "ovs-vswitchd-dpdk", logf=self._log("vswitchd"), env=self.env)
         self.vsd_out.wait_for(r"DPDK Enabled - initialized", timeout=60)
+        self.timings["ovs_s"] = round(time.monotonic() - t_start, 3)
+        t0 = time.monotonic()
         self.vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev")
-        self.vsctl("add-port", "br0", "null0", "--", "set", "Interface", "null0", "type=dpdk",
-                   "options:dpdk-devargs=net_null0", "ofport_request=1")
+        self._add_port1()
         for k in range(1, self.nfs + 1):
             self.vsctl("add-port", "br0", f"vhu{k}", "--", "set", "Interface", f"vhu{k}", "type=dpdkvhostuserclient",
                        f"options:vhost-server-path={self.run}/vhu{k}.sock", f"ofport_request={k + 1}")
@@ -124,23 +148,34 @@ class OvsChain:
         hops = [1, *range(2, self.nfs + 2), 1]
         for a, b in zip(hops, hops[1:]):
             self.ofctl("add-flow", "br0", f"in_port={a},actions=output:{b}")
+        self.timings["ports_s"] = round(time.monotonic() - t0, 3)
+        # the NFs (and the tester) start side by side: each waits only for its own EAL
+        t0 = time.monotonic()
+        self._start_tester()
+        pid = os.getpid()
         for k in range(1, self.nfs + 1):
             nf = Testpmd(f"testpmd-nf{k}",
                          ["-l", NF_LCORES[0], "--main-lcore", NF_LCORES[1], "--no-pci", "--in-memory",
-                          "--single-file-segments", "--file-prefix", f"slbovs{k}", "--log-level", "*:notice",
+                          "--single-file-segments", "--file-prefix", f"slbovs{pid}_{k}", "--log-level", "*:notice",
                           "--vdev", f"virtio_user0,path={self.run}/vhu{k}.sock,server=1,queues=1"],
                          ["--forward-mode=io", "--total-num-mbufs=16384", "--no-lsc-interrupt", "--disable-link-check"],
                          logf=self._log(f"nf{k}"))
             self.nf_procs.append(nf)
+        for nf in self.nf_procs:
             nf.wait_prompt()
-        deadline = time.monotonic() + 15
-        for k in range(1, self.nfs + 1):
-            while "up" not in self.vsctl("get", "Interface", f"vhu{k}", "link_state"):
+        self.timings["nfs_s"] = round(time.monotonic() - t0, 3)
+        t0 = time.monotonic()
+        deadline = t0 + 15
+        ports = (["tester"] if self.tester else []) + [f"vhu{k}" for k in range(1, self.nfs + 1)]
+        for name in ports:
+            while "up" not in self.vsctl("get", "Interface", name, "link_state"):
                 if time.monotonic() > deadline:
-                    raise BenchError(f"vhu{k} never came up:\n{self.vsd_out.tail()}")
+                    raise BenchError(f"{name} never came up:\n{self.vsd_out.tail()}")
                 time.sleep(0.1)
         for nf in self.nf_procs:
             nf.cmd("start")
+        self.timings["links_s"] = round(time.monotonic() - t0, 3)
+        self.timings["total_s"] = round(time.monotonic() - t_start, 3)
 
     def delivered(self) -> int:
         out = self.ofctl("dump-ports", "br0", "1")
@@ -152,7 +187,11 @@ class OvsChain:
     def pids(self) -> list[int]:
         return [p.pid for p in (self.db, self.vsd) if p] + [n.proc.pid for n in self.nf_procs]
 
+    def _stop_tester(self) -> None:
+        """OvsTrials stops its tester here, first."""
+
     def stop(self) -> None:
+        self._stop_tester()
         for nf in self.nf_procs:
             try:
                 nf.quit()
@@ -179,6 +218,42 @@ class OvsChain:
             self.tmp = None
 
 
+class OvsTrials(TesterSession, OvsChain):
+    """Zero-loss and latency trials (scenarios 2 and 3) through OVS-DPDK and N testpmd NFs.
+
+    As OvsChain, except that ofport 1 is `tester`, a dpdkvhostuserclient port (no net_null0 in
+    dpdk-extra), and bench/tester.c is its vhost-user server: `taskset -c 0`, EAL `-l 0 --no-pci
+    --in-memory --single-file-segments --vdev virtio_user0,path=<run>/tester.sock,server=1,queues=1`.
+    OpenFlow: tester -> vhu1 -> ... -> vhuN -> tester. The chain and the tester stay up for the whole
+    session; each trial() is one `trial` command to the tester (bench/tester.c, bench/README.md).
+    """
+
+    tester = True
+
+    def __init__(self, nfs: int, size: int, logdir: Path | None = None, tag: str = "ovs-trials",
+                 mbufs: int = 16384, burst: int = 32, flows: int = 1024, idle_us: int = TESTER_IDLE_US):
+        check_trial_size(size)
+        super().__init__(nfs=nfs, size=size, logdir=logdir, tag=tag)
+        self.mbufs, self.burst, self.flows, self.idle_us = mbufs, burst, flows, idle_us
+        self.tester_proc = None
+
+    def _dpdk_extra(self) -> str:
+        return "--no-pci --in-memory"
+
+    def _add_port1(self) -> None:
+        self.vsctl("add-port", "br0", "tester", "--", "set", "Interface", "tester", "type=dpdkvhostuserclient",
+                   f"options:vhost-server-path={self.run}/tester.sock", "ofport_request=1")
+
+    def _start_tester(self) -> None:
+        self.tester_proc = Tester(
+            "tester",
+            ["--no-pci", "--in-memory", "--single-file-segments", "--file-prefix", f"slbovsT{os.getpid()}",
+             "--log-level", "*:notice", "--vdev", f"virtio_user0,path={self.run}/tester.sock,server=1,queues=1"],
+            ["--size", str(self.size), "--flows", str(self.flows), "--burst", str(self.burst),
+             "--mbufs", str(self.mbufs), "--idle-us", str(self.idle_us)],
+            logf=self._log("tester-out"), errf=self._log("tester"))
+
+
 def run_ovs(nfs: int, size: int, warmup: float, duration: float, logdir: Path | None = None,
             tag: str = "ovs") -> tuple[float, dict]:
     with OvsChain(nfs=nfs, size=size, logdir=logdir, tag=tag) as ch:
@@ -195,9 +270,14 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--logdir", type=Path, default=None)
+    trials_args(ap)
     a = ap.parse_args()
     if a.logdir:
         a.logdir.mkdir(parents=True, exist_ok=True)
+    if a.trials:
+        a.rate = a.rate or [1e6]
+        a.size = max(a.size, 66)
+        return print_trials(OvsTrials, a)
     try:
         mpps, extra = run_ovs(a.nfs, a.size, a.warmup, a.duration, a.logdir)
     except BenchError as e:
