@@ -47,7 +47,7 @@ from common import (REPO, TESTPMD, BenchError, CpuShare, OutputReader, eal_memor
 PROMPT = "testpmd> "
 SWITCH_LCORES = ("0,1", "0")  # (-l, --main-lcore): forwarding lcore 1
 NF_LCORES = ("1,0", "1")      # forwarding lcore 0
-TESTER = Path(os.environ.get("SLUICE_BENCH_TESTER") or REPO / "build" / "bench" / "sluice-bench-tester")
+TESTER = Path(os.environ.get("SLUICE_BENCH_TESTER") or Path(os.environ.get("SLUICE_BENCH_BUILD") or os.environ.get("SLUICE_BUILD_DIR") or REPO / "build") / "bench" / "sluice-bench-tester")
 TESTER_CORE = "0"             # like the NFs
 TESTER_IDLE_US = 0            # the tester's --idle-us (0: it polls like the NFs)
 

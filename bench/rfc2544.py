@@ -14,13 +14,15 @@ A trial sends at the rate for `warmup` seconds (not counted), then round(rate x 
 Search, per session (one per system, chain length and round):
   1. probe: a short trial at `start_pps` (above what any generator here reaches); its achieved
      send rate `sent_pps` is the generator's ceiling G for this set-up.
-  2. binary search on the offered rate in (0, G], starting at G: a trial with no loss raises the
-     lower bound, any loss lowers the upper one, until the bounds are within `resolution`
-     (relative) or `max_trials` ran. The result is the highest offered rate that lost nothing.
-  3. a trial in which the generator sent less than 97 % of the offered rate (it shares core 0
-     with the NFs) is judged at the rate it really sent: with loss, that rate becomes the upper
-     bound; without loss the search ends there and the figure is *generator bound* (a lower
-     bound: the system may take more than the generator could offer).
+  2. binary search on the rate the generator really sends, in (0, G], starting at G: a trial with
+     no loss raises the lower bound to its sent rate, any loss lowers the upper bound to it, until
+     the bounds are within `resolution` (relative) or `max_trials` ran. The result is the highest
+     sent rate that lost nothing.
+  3. generators here share core 0 with the NFs and often send less than asked. Each trial asks for
+     target / e, where e is the share of the asked rate the previous trial really sent, so the
+     sent rate lands near the target. A loss-free trial at the ceiling, or a loss-free trial that
+     fell short (< 97 %) and did not raise the lower bound, ends the search *generator bound*: a
+     lower bound, the system may take more than the generator could offer.
 Latency (scenario 3) then runs, in the same session, one trial at 10, 50 and 90 % of that
 round's zero-loss rate.
 """
@@ -40,6 +42,11 @@ class SearchResult:
     generator_bound: bool
     ceiling_pps: float
     trials: list[dict] = field(default_factory=list)
+    efficiency: float = 1.0  # share of the asked rate the generator really sent in the passing trial
+
+    def ask_for(self, load: float) -> float:
+        """The rate to ask for so the generator really sends load x the zero-loss rate."""
+        return load * self.zero_loss_pps / self.efficiency
 
 
 def _brief(r: dict) -> dict:
@@ -65,23 +72,33 @@ def zero_loss_search(session, start_pps: float, duration: float, warmup: float, 
     ceiling = min(probe.get("sent_pps") or 0.0, start_pps)
     if ceiling <= 0:
         return SearchResult(0.0, False, 0.0, trials)
-    lo, hi, best = 0.0, ceiling, 0.0
-    rate = ceiling
+    lo, hi = 0.0, ceiling  # bounds on the *sent* rate: lo passed, hi lost (or untested)
+    target, efficiency, eff_lo = ceiling, 1.0, 1.0
     while len(trials) < max_trials:
-        r = run(rate, duration)
+        # ask for more than the target when the generator has been falling short, so the rate it
+        # really sends lands on the target
+        ask = min(target / efficiency, start_pps)
+        r = run(ask, duration)
         sent_pps = r.get("sent_pps") or 0.0
-        short = sent_pps < SHORTFALL * rate  # the generator did not offer what was asked
+        achieved = min(ask, sent_pps)
+        short = sent_pps < SHORTFALL * ask
+        if sent_pps > 0:
+            efficiency = min(1.0, sent_pps / ask)
         if r["lost"] == 0 and r["sent"] > 0:
-            if short or rate >= ceiling:
-                # everything the generator could offer went through: a lower bound
-                return SearchResult(max(best, min(rate, sent_pps)), True, ceiling, trials)
-            lo, best = rate, max(best, rate)
+            raised = achieved > lo * (1 + resolution)
+            if achieved >= lo:
+                lo, eff_lo = achieved, efficiency
+            if not short and target >= ceiling:
+                return SearchResult(lo, True, ceiling, trials, eff_lo)  # passed at the generator's ceiling
+            if short and not raised:
+                # asked for more, got no more than already passed: what the generator can offer
+                return SearchResult(lo, True, ceiling, trials, eff_lo)
         else:
-            hi = min(rate, sent_pps) if short else rate
+            hi = min(hi, achieved)
         if hi - lo <= resolution * hi:
             break
-        rate = (lo + hi) / 2
-    return SearchResult(best, False, ceiling, trials)
+        target = (lo + hi) / 2
+    return SearchResult(lo, False, ceiling, trials, eff_lo)
 
 
 def merge_histograms(hists: list[list]) -> list[list[int]]:
@@ -117,6 +134,7 @@ def latency_row(system: str, nfs: int, size: int, mode, load: float, runs: list[
     good = [x for x in lat if x]
     row = {"scenario": "latency", "system": system, "nfs": nfs, "size": size, "mode": mode, "load": load,
            "runs_rate_pps": [round(r["offered_pps"]) for r in runs],
+           "runs_sent_pps": [round(r.get("sent_pps") or 0) for r in runs],
            "runs_latency_ns": lat, "runs_lost": [r["lost"] for r in runs],
            "histogram": merge_histograms([r.get("histogram") for r in runs])}
     if good:

@@ -182,7 +182,7 @@ def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> li
                         if args.latency and res.zero_loss_pps > 0:
                             parts = []
                             for ld in rfc2544.LOADS:
-                                r = sess.trial(ld * res.zero_loss_pps, args.latency_duration, args.trial_warmup)
+                                r = sess.trial(res.ask_for(ld), args.latency_duration, args.trial_warmup)
                                 lat_runs[(system, n, ld)].append(r)
                                 lat = r.get("latency_ns") or {}
                                 parts.append(f"{ld:.0%}: p50 {lat.get('p50', 0) / 1e3:.1f} p99 {lat.get('p99', 0) / 1e3:.1f} us"

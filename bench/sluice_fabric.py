@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, BenchError, spawn, stop_process  # noqa: E402
 from peer_memif import measure_rate  # noqa: E402
 
-BUILD = Path(os.environ.get("SLUICE_BENCH_BUILD", REPO / "build"))
+# the build to measure: $SLUICE_BENCH_BUILD, else $SLUICE_BUILD_DIR (as the sluice CLI), else build/
+BUILD = Path(os.environ.get("SLUICE_BENCH_BUILD") or os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
 NF_FWD = BUILD / "nfs" / "sluice-nf-fwd"
 NF_GEN = BUILD / "nfs" / "sluice-nf-gen"

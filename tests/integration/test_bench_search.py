@@ -14,13 +14,14 @@ import rfc2544  # noqa: E402
 
 
 class Model:
-    def __init__(self, capacity, ceiling, flaky_at=None):
-        self.capacity, self.ceiling, self.flaky_at = capacity, ceiling, flaky_at
+    def __init__(self, capacity, ceiling, flaky_at=None, share=1.0):
+        """share: the part of the asked rate the generator really sends (< 1: it shares its core)."""
+        self.capacity, self.ceiling, self.flaky_at, self.share = capacity, ceiling, flaky_at, share
         self.offered = []
 
     def trial(self, rate, duration, warmup):
         self.offered.append(rate)
-        sent_pps = min(rate, self.ceiling)
+        sent_pps = min(rate * self.share, self.ceiling)
         sent = int(sent_pps * duration)
         lost = 0 if sent_pps <= self.capacity else int((sent_pps - self.capacity) * duration) + 1
         if self.flaky_at is not None and abs(rate - self.flaky_at) < 1:
@@ -58,6 +59,21 @@ def test_generator_falling_short_in_a_passing_trial_is_a_lower_bound():
     m = Drifting(capacity=9e6, ceiling=1.5e6)
     r = rfc2544.zero_loss_search(m, 15e6, 1.0, 0.1)
     assert r.generator_bound and r.zero_loss_pps == 1.5e6
+    # the second full trial asked for more to make up for the shortfall, and got no more
+    assert len(r.trials) == 3 and r.trials[2]["offered_pps"] > r.trials[1]["offered_pps"]
+
+
+@pytest.mark.parametrize("share", [0.5, 0.96])
+def test_generator_that_always_sends_less_than_asked_is_searched_on_what_it_sent(share):
+    """A generator sharing its core sends a fixed share of the asked rate: the search must still
+    bracket the system's capacity (on the sent rate), not stop at the first short pass."""
+    m = Model(capacity=1e5, ceiling=6e6, share=share)
+    r = rfc2544.zero_loss_search(m, 15e6, 1.0, 0.1, resolution=0.01, max_trials=40)
+    assert not r.generator_bound
+    assert 0.99e5 <= r.zero_loss_pps <= 1e5
+    assert r.efficiency == pytest.approx(share)
+    # latency trials ask for enough that the generator really sends the load
+    assert r.ask_for(0.5) * share == pytest.approx(0.5 * r.zero_loss_pps)
 
 
 def test_loss_at_generator_limit_searches_below_what_was_really_sent():
