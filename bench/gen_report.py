@@ -726,16 +726,20 @@ def zeroloss_method(data: dict) -> list[str]:
     start = srch.get("start_pps")
     ntrials = [len(s) for r in res for s in (r.get("runs_search") or []) if s]
     size_txt = " and ".join(f"{s} B" for s in sizes)
-    out = ["**Method.** RFC 2544 §26.1 throughput: the highest offered rate at which the chain loses no frame. "
+    out = ["**Method.** RFC 2544 §26.1 throughput: the highest rate at which the chain loses no frame. "
            f"Chains of {and_list(ns)} forwarding NF{'s' if ns != [1] else ''}; {size_txt} frames (66 B is the smallest frame "
            "that holds the generator's 24-byte timestamp and sequence stamp). "
            f"Each trial offers a constant rate for a{_s(t['warmup'], pre=' ')} warm-up (not counted), then "
            f"{_s(t['duration'], post=' of ')}counted frames, then waits for stragglers; lost = counted frames sent − received. "
            "A search first probes the generator's ceiling"
            + (f" (a short trial at {start / 1e6:g} Mpps)" if start else "")
-           + "; if a trial at the ceiling loses nothing the figure is that rate and **generator bound** (≥: the "
-           "system may take more than the generator can offer), otherwise a binary search on the offered rate"
-           + res_txt + ". The figure is the highest rate without loss. "
+           + ", then bisects on the rate the generator *really sent* (the generators here share core 0 with the "
+           "NFs and often send less than asked, so each trial asks for the target divided by the share the previous "
+           "trial achieved): a loss-free trial raises the lower bound, a lossy one lowers the upper bound; until "
+           "something has passed, the next target is a quarter of the upper bound"
+           + res_txt + ". The figure is the highest sent rate without loss. If a trial at the ceiling loses nothing, "
+           "or a loss-free trial falls short of the asked rate without raising the lower bound, the figure is "
+           "**generator bound** (≥: the system may take more than the generator can offer). "
            f"{t['runs'] if t['runs'] is not None else '?'} round(s), systems alternating within a round; "
            "median of the rounds with min–max"
            + (f"; trials per search: median {statistics.median(ntrials):g}, max {max(ntrials)}" if ntrials else "")
@@ -756,6 +760,17 @@ def _zl_cell(r: dict, key: str = "median_pps") -> str:
     k, _ = _bound_runs(r)
     v = r.get(key)
     return ("≥" if k else "") + fmt_rate(v)
+
+
+def _no_pass_note(r: dict) -> str:
+    """Rounds whose search found no loss-free rate: say where loss was still seen."""
+    zero = [u for v, u in zip(r.get("runs_pps") or [], r.get("runs_upper_pps") or [None] * len(r.get("runs_pps") or []))
+            if v == 0]
+    if not zero:
+        return ""
+    ups = [u for u in zero if u]
+    where = f"; lost even at {fmt_rate(min(ups))} Mpps" if ups else ""
+    return f" ({len(zero)} round{'s' if len(zero) > 1 else ''} found no loss-free rate{where})"
 
 
 def _zl_ratio(s: dict, p: dict | None) -> tuple[str, bool]:
@@ -795,6 +810,7 @@ def zeroloss_table(res: list[dict]) -> tuple[list[str], bool]:
                 both_bound |= bb
                 ratios.append(cell)
             err = f" (some rounds failed: {first_line(r.get('error'), 60)})" if r.get("error") else ""
+            err += _no_pass_note(r)
             rows.append(lead + f" **{_zl_cell(r)}** ({fmt_rate(r.get('min_pps'))}–{fmt_rate(r.get('max_pps'))}){err} | "
                         f"{('≥' if k else '') + fmt(r.get('median_gbps'))} | {k} of {nr} |"
                         + "".join(f" {x} |" for x in ratios))
@@ -862,7 +878,7 @@ def latency_method(data: dict) -> list[str]:
             "writes into each frame to the frame's arrival at the sink, binned in a log-linear histogram. "
             f"{t['runs'] if t['runs'] is not None else '?'} round(s): each percentile is the median of the rounds' "
             "percentiles, with min–max in small print; the CDF plot uses the histograms merged over all rounds. "
-            "Offered Mpps is the median of the rounds' offered rates; lost packets are summed over the rounds "
+            "Sent Mpps is the median of the rate the generator really sent in the rounds (older results: the offered rate); lost packets are summed over the rounds "
             "(at these loads there should be none). Sluice ÷ X = Sluice's p99 over X's p99 at the same load and "
             "chain length (below 1: Sluice is faster)."]
 
@@ -882,12 +898,12 @@ def latency_tables(res: list[dict]) -> list[str]:
     for n, size in _lat_groups(res):
         grp = [r for r in res if r["nfs"] == n and r["size"] == size]
         out += [f"**{n} NF{'s' if n > 1 else ''}**" + (f", {size} B" if len({r['size'] for r in res}) > 1 else ""), "",
-                "| system | load | offered Mpps | p50 µs | p99 µs | p99.9 µs | max µs | lost |"
+                "| system | load | sent Mpps | p50 µs | p99 µs | p99.9 µs | max µs | lost |"
                 + "".join(f" Sluice ÷ {short} p99 |" for _, short in peers),
                 "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(peers)]
         for r in sorted(grp, key=lambda r: (ORDER.get((r["system"], r.get("mode")), 99), r.get("load") or 0)):
             lead = f"| {system_label(r['system'], r.get('mode'))} | {r.get('load', 0):.0%} |"
-            rates = [x for x in (r.get("runs_rate_pps") or []) if x is not None]
+            rates = [x for x in (r.get("runs_sent_pps") or r.get("runs_rate_pps") or []) if x is not None]
             rate = fmt_rate(statistics.median(rates)) if rates else "–"
             lost = [x for x in (r.get("runs_lost") or []) if x is not None]
             lost_txt = f"{sum(lost):,}" if lost else "–"

@@ -16,8 +16,10 @@ Search, per session (one per system, chain length and round):
      send rate `sent_pps` is the generator's ceiling G for this set-up.
   2. binary search on the rate the generator really sends, in (0, G], starting at G: a trial with
      no loss raises the lower bound to its sent rate, any loss lowers the upper bound to it, until
-     the bounds are within `resolution` (relative) or `max_trials` ran. The result is the highest
-     sent rate that lost nothing.
+     the bounds are within `resolution` (relative) or `max_trials` ran. Until a trial has passed,
+     the next target is a quarter (not half) of the upper bound, so systems 100x slower than the
+     generator are bracketed within a few trials. The result is the highest sent rate that lost
+     nothing, with the lowest sent rate that lost (`upper_pps`) as the other bound.
   3. generators here share core 0 with the NFs and often send less than asked. Each trial asks for
      target / e, where e is the share of the asked rate the previous trial really sent, so the
      sent rate lands near the target. A loss-free trial at the ceiling, or a loss-free trial that
@@ -43,6 +45,7 @@ class SearchResult:
     ceiling_pps: float
     trials: list[dict] = field(default_factory=list)
     efficiency: float = 1.0  # share of the asked rate the generator really sent in the passing trial
+    upper_pps: float | None = None  # lowest sent rate that lost packets (None: no trial lost)
 
     def ask_for(self, load: float) -> float:
         """The rate to ask for so the generator really sends load x the zero-loss rate."""
@@ -72,7 +75,7 @@ def zero_loss_search(session, start_pps: float, duration: float, warmup: float, 
     ceiling = min(probe.get("sent_pps") or 0.0, start_pps)
     if ceiling <= 0:
         return SearchResult(0.0, False, 0.0, trials)
-    lo, hi = 0.0, ceiling  # bounds on the *sent* rate: lo passed, hi lost (or untested)
+    lo, hi, lost_at = 0.0, ceiling, None  # bounds on the *sent* rate: lo passed, hi lost (or untested)
     target, efficiency, eff_lo = ceiling, 1.0, 1.0
     while len(trials) < max_trials:
         # ask for more than the target when the generator has been falling short, so the rate it
@@ -89,16 +92,18 @@ def zero_loss_search(session, start_pps: float, duration: float, warmup: float, 
             if achieved >= lo:
                 lo, eff_lo = achieved, efficiency
             if not short and target >= ceiling:
-                return SearchResult(lo, True, ceiling, trials, eff_lo)  # passed at the generator's ceiling
+                # passed at the generator's ceiling
+                return SearchResult(lo, True, ceiling, trials, eff_lo, lost_at)
             if short and not raised:
                 # asked for more, got no more than already passed: what the generator can offer
-                return SearchResult(lo, True, ceiling, trials, eff_lo)
+                return SearchResult(lo, True, ceiling, trials, eff_lo, lost_at)
         else:
             hi = min(hi, achieved)
+            lost_at = hi
         if hi - lo <= resolution * hi:
             break
-        target = (lo + hi) / 2
-    return SearchResult(lo, False, ceiling, trials, eff_lo)
+        target = (lo + hi) / 2 if lo > 0 else hi / 4
+    return SearchResult(lo, False, ceiling, trials, eff_lo, lost_at)
 
 
 def merge_histograms(hists: list[list]) -> list[list[int]]:
@@ -115,6 +120,7 @@ def zeroloss_row(system: str, nfs: int, size: int, mode, searches: list[SearchRe
            "runs_pps": [round(v) for v in vals],
            "runs_generator_bound": [s.generator_bound for s in searches],
            "runs_ceiling_pps": [round(s.ceiling_pps) for s in searches],
+           "runs_upper_pps": [round(s.upper_pps) if s.upper_pps is not None else None for s in searches],
            "runs_search": [s.trials for s in searches], "trial_duration_s": duration}
     if vals:
         med = statistics.median(vals)

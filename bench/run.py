@@ -306,7 +306,7 @@ def main(argv=None) -> int:
     ap.add_argument("--start-pps", type=float, default=15e6,
                     help="first (probe) offered rate of a search; its achieved rate is the generator's ceiling")
     ap.add_argument("--resolution", type=float, default=0.02, help="search stops when bounds are this close (relative)")
-    ap.add_argument("--max-trials", type=int, default=None, help="trials per search, probe included (default 9)")
+    ap.add_argument("--max-trials", type=int, default=None, help="trials per search, probe included (default 11)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="output directory (default bench/results)")
     ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md")
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
@@ -344,7 +344,7 @@ def main(argv=None) -> int:
     args.trial_duration = args.trial_duration if args.trial_duration is not None else (0.2 if q else 1.0)
     args.trial_warmup = args.trial_warmup if args.trial_warmup is not None else (0.1 if q else 0.3)
     args.latency_duration = args.latency_duration if args.latency_duration is not None else (0.2 if q else 2.0)
-    args.max_trials = args.max_trials if args.max_trials is not None else (3 if q else 9)
+    args.max_trials = args.max_trials if args.max_trials is not None else (3 if q else 11)
     for m in [*args.modes, args.trial_mode]:
         if m not in ("poll", "adaptive", "block"):
             ap.error(f"unknown NF wakeup mode {m!r} (poll, adaptive, block)")

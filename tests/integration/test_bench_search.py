@@ -109,3 +109,28 @@ def test_rows():
     lr = rfc2544.latency_row("sluice", 1, 66, "poll", 0.5, runs)
     assert lr["histogram"] == [[10, 5], [50, 5]] and lr["runs_lost"] == [0, 2]
     assert lr["median_ns"]["p50"] == 20 and lr["min_ns"]["p50"] == 10 and lr["max_ns"]["p50"] == 30
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5])
+def test_system_far_below_the_generator_is_bracketed_within_the_default_budget(share):
+    """OVS with testpmd NFs sharing the generator's core takes ~2e4 pps behind a 5 Mpps generator:
+    the search must find a passing rate (and say where loss began) within 11 trials."""
+    m = Model(capacity=2e4, ceiling=5e6, share=share)
+    r = rfc2544.zero_loss_search(m, 15e6, 1.0, 0.1, resolution=0.02, max_trials=11)
+    assert len(r.trials) <= 11
+    assert 0.8 * 2e4 <= r.zero_loss_pps <= 2e4
+    assert r.upper_pps is not None and 2e4 < r.upper_pps <= 2 * 2e4
+
+
+def test_upper_bound_is_the_lowest_sent_rate_that_lost():
+    m = Model(capacity=1e6, ceiling=12e6)
+    r = rfc2544.zero_loss_search(m, 15e6, 1.0, 0.1, resolution=0.01, max_trials=40)
+    lossy = [t["sent_pps"] for t in r.trials if t["lost"]]
+    assert r.upper_pps == pytest.approx(min(lossy), abs=1) and r.upper_pps > r.zero_loss_pps
+    row = rfc2544.zeroloss_row("ovs-dpdk", 1, 66, None, [r], 1.0)
+    assert row["runs_upper_pps"] == [round(min(lossy))]
+
+
+def test_no_loss_means_no_upper_bound():
+    r = rfc2544.zero_loss_search(Model(capacity=5e6, ceiling=2e6), 15e6, 1.0, 0.1)
+    assert r.upper_pps is None
