@@ -155,7 +155,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		fail(err, errlen, "config: top level must be an object");
 		goto out;
 	}
-	static const char *const top[] = { "sluiced", "ports", "chains", "nfs", NULL };
+	static const char *const top[] = { "sluiced", "ports", "chains", "nfs", "rules", "steering", NULL };
 	if (check_keys(root, "config", top, err, errlen))
 		goto out;
 	json_t *s = json_object_get(root, "sluiced");
@@ -283,6 +283,24 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			goto out;
 		}
 	}
+	/* Rules name ports and chains: checked here for shape, resolved by rules_load() at start-up. */
+	json_t *rules = json_object_get(root, "rules");
+	if (rules && !json_is_array(rules)) {
+		fail(err, errlen, "rules: must be a list");
+		goto out;
+	}
+	c->rules = json_incref(rules);
+	json_t *steering = json_object_get(root, "steering");
+	if (steering) {
+		static const char *const steer_keys[] = { "malformed", NULL };
+		if (!json_is_object(steering)) {
+			fail(err, errlen, "steering: must be an object");
+			goto out;
+		}
+		if (check_keys(steering, "steering", steer_keys, err, errlen))
+			goto out;
+		c->malformed = json_incref(json_object_get(steering, "malformed"));
+	}
 	rc = 0;
 out:
 	json_decref(root);
@@ -297,6 +315,9 @@ void config_free(struct config *c)
 		free(c->chains[i].svc);
 	free(c->chains);
 	free(c->services);
+	json_decref(c->rules);
+	json_decref(c->malformed);
+	c->rules = c->malformed = NULL;
 	c->chains = NULL;
 	c->services = NULL;
 	c->nchains = 0;

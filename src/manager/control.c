@@ -23,11 +23,12 @@
 #include "sluiced.h"
 
 #define CTL_MAX_CONNS 64
-#define CTL_LINE_MAX 65536
+#define CTL_LINE_START 65536
+#define CTL_LINE_MAX (16u << 20) /* a rules_set of 65536 rules fits */
 
 struct ctl_conn {
 	int fd;
-	size_t len;
+	size_t len, cap;
 	char *buf;
 };
 
@@ -86,7 +87,7 @@ void ctl_accept(void)
 			close(fd);
 			continue;
 		}
-		conns[slot] = (struct ctl_conn){ .fd = fd, .buf = malloc(CTL_LINE_MAX) };
+		conns[slot] = (struct ctl_conn){ .fd = fd, .cap = CTL_LINE_START, .buf = malloc(CTL_LINE_START) };
 		if (!conns[slot].buf) {
 			close(fd);
 			conns[slot].fd = -1;
@@ -162,11 +163,20 @@ static json_t *j_port(unsigned i)
 			 (json_int_t)es.imissed, "ierrors", (json_int_t)es.ierrors, "oerrors", (json_int_t)es.oerrors);
 }
 
+static json_t *j_port_full(unsigned i)
+{
+	json_t *j = j_port(i);
+	json_object_set_new(j, "malformed", json_integer((json_int_t)M.ports[i].st.malformed));
+	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 || M.steer->poll_all ||
+						     M.steer->poll_port[i]));
+	return j;
+}
+
 static json_t *j_ports(void)
 {
 	json_t *a = json_array();
 	for (unsigned i = 0; i < M.nports; i++)
-		json_array_append_new(a, j_port(i));
+		json_array_append_new(a, j_port_full(i));
 	return a;
 }
 
@@ -370,7 +380,102 @@ static json_t *cmd_port_chain_set(json_t *req)
 	if (!nr)
 		return error("port_chain_set: %s", err);
 	route_publish(nr);
-	return ok_with("port", j_port((unsigned)pi));
+	return ok_with("port", j_port_full((unsigned)pi));
+}
+
+/* ---- steering rules (docs/steering.md) ---- */
+
+static json_t *j_rules(void)
+{
+	const struct rule **order = rules_sorted(M.rules, M.nrules);
+	if (!order)
+		return error("rules: out of memory");
+	json_t *a = json_array();
+	for (unsigned i = 0; i < M.nrules; i++)
+		json_array_append_new(a, rule_json(order[i]));
+	free(order);
+	return json_pack("{s:b,s:o,s:o}", "ok", 1, "rules", a, "malformed", steer_action_json(M.malformed));
+}
+
+static json_t *cmd_rule_add(json_t *req)
+{
+	char err[256];
+	int at = rules_add(json_object_get(req, "rule"), err, sizeof(err));
+	if (at < 0)
+		return error("rule_add: %s", err);
+	LOG("control: rule %u added (%u rules)", M.rules[at].id, M.nrules);
+	return ok_with("rule", rule_json(&M.rules[at]));
+}
+
+static json_t *cmd_rule_del(json_t *req)
+{
+	json_t *id = json_object_get(req, "id");
+	if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > UINT32_MAX)
+		return error("rule_del: field 'id': must be a rule id (see the rules command)");
+	char err[256];
+	if (rules_del((uint32_t)json_integer_value(id), err, sizeof(err)) < 0)
+		return error("rule_del: %s", err);
+	LOG("control: rule %lld deleted (%u rules)", (long long)json_integer_value(id), M.nrules);
+	return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *cmd_rules_set(json_t *req)
+{
+	json_t *list = json_object_get(req, "rules");
+	if (!json_is_array(list))
+		return error("rules_set: field 'rules': must be a list of rules");
+	char err[256];
+	if (rules_set(list, err, sizeof(err)) < 0)
+		return error("rules_set: %s", err);
+	LOG("control: rules replaced (%u rules)", M.nrules);
+	return j_rules();
+}
+
+static int unhex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Dry run: which rule and action each frame would get on a port. Counts nothing. */
+static json_t *cmd_classify(json_t *req)
+{
+	json_t *port = json_object_get(req, "port"), *pkts = json_object_get(req, "packets");
+	int pi = json_is_string(port) ? port_lookup(json_string_value(port)) : -1;
+	if (pi < 0)
+		return error("classify: field 'port': unknown port '%s'", json_is_string(port) ? json_string_value(port) : "?");
+	if (!json_is_array(pkts))
+		return error("classify: field 'packets': must be a list of frames in hex");
+	json_t *out = json_array();
+	size_t i;
+	json_t *v;
+	uint8_t frame[16384];
+	json_array_foreach(pkts, i, v) {
+		const char *h = json_is_string(v) ? json_string_value(v) : NULL;
+		size_t hl = h ? json_string_length(v) : 0;
+		bool bad = !h || hl % 2 || hl / 2 > sizeof(frame);
+		for (size_t k = 0; !bad && k < hl / 2; k++) {
+			int a = unhex(h[2 * k]), b = unhex(h[2 * k + 1]);
+			bad = a < 0 || b < 0;
+			frame[k] = (uint8_t)(a << 4 | b);
+		}
+		if (bad) {
+			json_decref(out);
+			return error("classify: field 'packets[%zu]': must be a frame of at most %zu bytes in hex", i,
+				     sizeof(frame));
+		}
+		struct steer_result r;
+		if (steer_classify_one(M.steer, frame, (uint32_t)(hl / 2), (uint8_t)pi, &r) < 0) {
+			json_decref(out);
+			return error("classify: the classifier failed on packets[%zu]", i);
+		}
+		struct steer_action a = r.action;
+		if (!r.malformed && !r.rule && M.route->port_chain[pi] >= 0)
+			a = (struct steer_action){ .kind = STEER_CHAIN, .target = (uint16_t)M.route->port_chain[pi] };
+		json_array_append_new(out, json_pack("{s:b,s:o,s:o}", "malformed", r.malformed, "rule",
+						     r.rule ? json_integer(r.rule->id) : json_null(), "action",
+						     steer_action_json(a)));
+	}
+	return ok_with("results", out);
 }
 
 static json_t *dispatch(json_t *req, bool *shutdown)
@@ -391,22 +496,34 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return ok_with("chains", j_chains());
 	if (!strcmp(c, "stats")) {
 		const struct drops *d = &M.drops;
-		return json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports", j_ports(),
-				 "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool", j_pool(),
-				 "drops", "ring_full", (json_int_t)d->ring_full, "no_path", (json_int_t)d->no_path,
-				 "nf_gone", (json_int_t)d->nf_gone, "invalid_desc", (json_int_t)d->invalid_desc,
-				 "tx_full", (json_int_t)d->tx_full, "rx_invalid", (json_int_t)d->rx_invalid);
+		return json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
+				 j_ports(), "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool",
+				 j_pool(), "drops", "ring_full", (json_int_t)d->ring_full, "no_path",
+				 (json_int_t)d->no_path, "nf_gone", (json_int_t)d->nf_gone, "invalid_desc",
+				 (json_int_t)d->invalid_desc, "tx_full", (json_int_t)d->tx_full, "rx_invalid",
+				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
+				 (json_int_t)d->malformed);
 	}
 	if (!strcmp(c, "chain_set"))
 		return cmd_chain_set(req);
 	if (!strcmp(c, "port_chain_set"))
 		return cmd_port_chain_set(req);
+	if (!strcmp(c, "rules"))
+		return j_rules();
+	if (!strcmp(c, "rule_add"))
+		return cmd_rule_add(req);
+	if (!strcmp(c, "rule_del"))
+		return cmd_rule_del(req);
+	if (!strcmp(c, "rules_set"))
+		return cmd_rules_set(req);
+	if (!strcmp(c, "classify"))
+		return cmd_classify(req);
 	if (!strcmp(c, "shutdown")) {
 		*shutdown = true;
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
-		     "port_chain_set, shutdown)", c);
+		     "port_chain_set, rules, rule_add, rule_del, rules_set, classify, shutdown)", c);
 }
 
 static int reply(struct ctl_conn *c, json_t *resp)
@@ -430,7 +547,14 @@ void ctl_event(void *arg, uint32_t events)
 		return;
 	(void)events;
 	for (;;) {
-		ssize_t n = recv(c->fd, c->buf + c->len, CTL_LINE_MAX - c->len, MSG_DONTWAIT);
+		if (c->len == c->cap && c->cap < CTL_LINE_MAX) { /* a long line: grow the buffer */
+			char *b = realloc(c->buf, c->cap * 2);
+			if (b) {
+				c->buf = b;
+				c->cap *= 2;
+			}
+		}
+		ssize_t n = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n <= 0) {
@@ -459,8 +583,8 @@ void ctl_event(void *arg, uint32_t events)
 				return;
 			}
 		}
-		if (c->len == CTL_LINE_MAX) {
-			reply(c, error("request line longer than %d bytes", CTL_LINE_MAX));
+		if (c->len == c->cap && c->cap >= CTL_LINE_MAX) {
+			reply(c, error("request line longer than %u bytes", CTL_LINE_MAX));
 			conn_close(c);
 			return;
 		}

@@ -23,6 +23,7 @@
 #include <rte_pause.h>
 
 #include "sluice/ring.h"
+#include "pktkey.h"
 #include "sluiced.h"
 
 /* Worker-private lists (ids into M.nfs). */
@@ -405,9 +406,87 @@ static void exec_cmd(struct wcmd *c)
 		c->route = old;
 		break;
 	}
+	case WCMD_STEER_SET: {
+		struct steer *old = M.steer;
+		M.steer = c->steer;
+		c->steer = old;
+		break;
+	}
 	case WCMD_STOP:
 		M.worker_running = false;
 		break;
+	}
+}
+
+/* No rule matched (or no rules): the port's ingress chain, else no path. */
+static inline void first_hop(const struct route *rt, uint16_t pi, struct rte_mbuf *m)
+{
+	int32_t c = rt->port_chain[pi];
+	if (c >= 0)
+		to_service(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi);
+	else
+		no_path(m, pi);
+}
+
+static inline void steer_act(const struct route *rt, struct steer_action a, uint16_t pi, struct rte_mbuf *m,
+			     uint64_t *drop_counter)
+{
+	switch (a.kind) {
+	case STEER_CHAIN:
+		if (likely(a.target < rt->nchains))
+			to_service(rt->chains[a.target].svc[0], m, a.target, 0, pi);
+		else
+			no_path(m, pi);
+		break;
+	case STEER_SERVICE:
+		to_service(a.target, m, STEER_CHAIN_NONE, SL_HOP_DETACHED, pi);
+		break;
+	case STEER_PORT:
+		to_port(a.target, m);
+		break;
+	case STEER_DROP:
+		(*drop_counter)++;
+		drop(m);
+		break;
+	default:
+		first_hop(rt, pi, m);
+		break;
+	}
+}
+
+/* A burst through the rules: parse every packet's key, classify the well-formed ones in one
+ * rte_acl call, act on each (docs/steering.md). */
+static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t pi, struct rte_mbuf **pkts,
+			uint16_t n)
+{
+	struct sl_pkt_key keys[SL_BURST];
+	const uint8_t *data[SL_BURST];
+	struct rte_mbuf *good[SL_BURST];
+	uint32_t hit[SL_BURST];
+	uint16_t ng = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		if (unlikely(sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)pi,
+					      &keys[ng]) < 0)) {
+			M.ports[pi].st.malformed++;
+			steer_act(rt, sr->malformed, pi, m, &M.drops.malformed);
+			continue;
+		}
+		data[ng] = (const uint8_t *)&keys[ng];
+		good[ng++] = m;
+	}
+	if (ng == 0)
+		return;
+	if (unlikely(rte_acl_classify(sr->acl, data, hit, ng, 1) != 0))
+		memset(hit, 0, sizeof(hit));
+	for (uint16_t i = 0; i < ng; i++) {
+		if (hit[i] == 0) {
+			first_hop(rt, pi, good[i]);
+			continue;
+		}
+		const struct steer_rule *r = &sr->rules[hit[i] - 1];
+		(*r->hits)++;
+		steer_act(rt, r->act, pi, good[i], &M.drops.rule);
 	}
 }
 
@@ -447,15 +526,17 @@ int worker_main(void *arg)
 		}
 		const struct route *rt = M.route;
 
+		const struct steer *sr = M.steer;
 		for (uint16_t pi = 0; pi < M.nports; pi++) {
 			int32_t c = rt->port_chain[pi];
-			if (c < 0)
+			if (c < 0 && !sr->poll_all && !sr->poll_port[pi])
 				continue; /* TX-only port: not polled */
 			struct port *p = &M.ports[pi];
 			uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, SL_BURST);
 			if (n == 0)
 				continue;
 			uint64_t bytes = 0;
+			uint16_t ok = 0;
 			for (uint16_t i = 0; i < n; i++) {
 				struct rte_mbuf *m = pkts[i];
 				bytes += m->pkt_len;
@@ -464,12 +545,16 @@ int worker_main(void *arg)
 					M.drops.rx_invalid++;
 					drop(m);
 				} else {
-					to_service(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi);
+					pkts[ok++] = m;
 				}
 			}
 			p->st.rx_pkts += n;
 			p->st.rx_bytes += bytes;
-			/* keep NF rings fed in bursts even when many ports are busy */
+			if (sr->acl)
+				steer_burst(rt, sr, pi, pkts, ok);
+			else
+				for (uint16_t i = 0; i < ok; i++)
+					first_hop(rt, pi, pkts[i]);
 		}
 		for (uint32_t i = 0; i < nactive; i++)
 			drain_nf(active[i], rt);

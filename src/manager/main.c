@@ -356,6 +356,10 @@ int main(int argc, char **argv)
 		for (unsigned k = 0; M.cfg.ports[i].chain[0] && k < M.route->nchains; k++)
 			if (!strcmp(M.route->chains[k].name, M.cfg.ports[i].chain))
 				M.route->port_chain[i] = (int32_t)k;
+	if (rules_load(M.cfg.rules, M.cfg.malformed, err, sizeof(err)) < 0) {
+		LOG("config error: %s", err);
+		goto out;
+	}
 
 	M.sigfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
 	M.epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -397,6 +401,7 @@ out:
 		close(M.epfd);
 	if (M.sigfd >= 0)
 		close(M.sigfd);
+	rules_unload();
 	if (M.route) {
 		/* packets a port still stages are freed by port close */
 		route_free(M.route);

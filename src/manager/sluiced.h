@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <rte_acl.h>
+#include <jansson.h>
 
 #include "sluice/abi.h"
 #include "lend.h"
@@ -53,6 +55,8 @@ struct config {
 	struct cfg_chain *chains;
 	unsigned nservices;         /* service names declared under nfs: */
 	char (*services)[SL_NAME_LEN];
+	json_t *rules;              /* steering rules (docs/steering.md), resolved once ports and chains exist */
+	json_t *malformed;          /* steering.malformed action, NULL = drop */
 };
 
 /* Parse a JSON config file. Returns 0, or -1 with a message naming the field in err. */
@@ -97,6 +101,7 @@ static inline uint32_t mbuf_id(const struct rte_mbuf *m)
 struct port_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t drop_tx_full, drop_no_path, drop_rx_invalid;
+	uint64_t malformed; /* packets the steering parser refused (docs/steering.md) */
 };
 
 struct port {
@@ -181,16 +186,92 @@ struct route {
 
 struct drops {
 	uint64_t ring_full, no_path, nf_gone, invalid_desc, tx_full, rx_invalid;
+	uint64_t rule, malformed; /* a rule's drop action; the malformed action dropping */
 };
+
+/* ---- steering (steer.c, docs/steering.md) ---- */
+
+#define STEER_FIELDS 21      /* rte_acl fields of struct sl_pkt_key */
+#define STEER_CHAIN_NONE 0xffff /* bufstate.chain of a packet sent to a service outside any chain */
+
+enum steer_kind { STEER_NONE = 0, STEER_CHAIN, STEER_SERVICE, STEER_PORT, STEER_DROP };
+
+struct steer_action {
+	uint8_t kind;    /* enum steer_kind; STEER_NONE: the port's ingress chain, else no_path */
+	uint16_t target; /* chain index, service id or port index */
+};
+
+/* A rule as the control thread keeps it (M.rules). */
+struct rule {
+	uint32_t id;
+	char name[SL_NAME_LEN];
+	uint32_t priority;
+	json_t *match;            /* as given (normalized JSON), for listing */
+	struct steer_action action;
+	struct rte_acl_field fields[STEER_FIELDS];
+	uint64_t *hits;           /* worker increments; outlives rebuilds */
+};
+
+struct steer_rule {
+	struct steer_action act;
+	uint64_t *hits;
+	uint32_t id;
+};
+
+/* The classifier the worker uses: immutable once published, replaced whole. */
+struct steer {
+	struct rte_acl_ctx *acl;  /* NULL: no rules, packets are not parsed */
+	uint32_t nrules;
+	struct steer_rule *rules; /* evaluation order; ACL userdata = index + 1 */
+	struct steer_action malformed;
+	bool poll_all;            /* a rule without in_port: poll every port */
+	bool poll_port[SL_MAX_PORTS];
+};
+
+struct steer_result {
+	bool malformed;
+	const struct steer_rule *rule; /* NULL: no rule matched */
+	struct steer_action action;
+};
+
+/* JSON rule (normalized form) -> rule; err names the field under `path`. Resolves names
+ * against the current route, ports and services. Returns 0 or -1. */
+int rule_parse(json_t *j, const char *path, struct rule *r, char *err, size_t errlen);
+/* Free what rule_parse allocated. */
+void rule_release(struct rule *r);
+json_t *rule_json(const struct rule *r);
+/* Pointers to rules[0..n) in evaluation order (free the array). */
+const struct rule **rules_sorted(const struct rule *rules, unsigned n);
+int steer_action_parse(json_t *v, const char *path, struct steer_action *a, char *err, size_t errlen);
+json_t *steer_action_json(struct steer_action a);
+/* Build a classifier from rules; NULL with err on failure. */
+struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_action malformed, char *err,
+			  size_t errlen);
+void steer_free(struct steer *s);
+#define SL_MAX_RULES 65536
+
+/* rules.c: the rule list (control thread). Each change rebuilds and publishes the classifier;
+ * on error (err names the field) nothing changes. */
+int rules_load(json_t *list, json_t *malformed, char *err, size_t errlen);
+void rules_unload(void);
+int rules_set(json_t *list, char *err, size_t errlen);
+/* Returns the new rule's index in M.rules, or -1. */
+int rules_add(json_t *rule, char *err, size_t errlen);
+int rules_del(uint32_t id, char *err, size_t errlen);
+
+/* Classify one frame (control thread dry run). Returns 0 or -1. */
+int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len, uint8_t in_port,
+		       struct steer_result *res);
 
 /* ---- worker commands (datapath.c) ---- */
 
-enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_ROUTE_SET, WCMD_STOP };
+enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP };
 
 struct wcmd {
 	enum wcmd_type type;
 	uint32_t nf;
 	struct route *route;     /* in: new route; out: the old one to free */
+	struct steer *steer;     /* STEER_SET in: new classifier; out: the old one to free */
 	uint32_t result;         /* NF_ADD: 0 ok; NF_REMOVE: buffers reclaimed */
 	uint32_t drained;        /* NF_REMOVE: descriptors the NF had returned, processed normally */
 	volatile int done;
@@ -208,6 +289,11 @@ struct manager {
 	uint32_t nservices, max_services;
 	struct service *services;
 	struct route *route;        /* worker's current route */
+	struct steer *steer;        /* worker's current classifier (never NULL once started) */
+	struct rule *rules;         /* control thread: the rule list, in the order added */
+	unsigned nrules;
+	uint32_t next_rule_id;
+	struct steer_action malformed;
 	struct drops drops;         /* worker writes */
 	struct rte_ring *cmdq;      /* control -> worker */
 	unsigned worker_lcore;
