@@ -70,6 +70,18 @@ static int get_uint(json_t *obj, const char *key, uint32_t *out, uint32_t lo, ui
 	return 0;
 }
 
+static int get_uint_at(json_t *obj, const char *path, const char *key, uint32_t *out, uint32_t lo, uint32_t hi,
+		       char *err, size_t errlen)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return fail(err, errlen, "%s.%s: must be an integer %u..%u", path, key, lo, hi);
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
 static int check_keys(json_t *obj, const char *path, const char *const *allowed, char *err, size_t errlen)
 {
 	const char *key;
@@ -283,6 +295,8 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			goto out;
 		}
 	}
+	c->flows = 65536;
+	c->flow_idle_ms = 30000;
 	/* Rules name ports and chains: checked here for shape, resolved by rules_load() at start-up. */
 	json_t *rules = json_object_get(root, "rules");
 	if (rules && !json_is_array(rules)) {
@@ -292,7 +306,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	c->rules = json_incref(rules);
 	json_t *steering = json_object_get(root, "steering");
 	if (steering) {
-		static const char *const steer_keys[] = { "malformed", NULL };
+		static const char *const steer_keys[] = { "malformed", "flows", "flow_idle_ms", NULL };
 		if (!json_is_object(steering)) {
 			fail(err, errlen, "steering: must be an object");
 			goto out;
@@ -300,6 +314,9 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		if (check_keys(steering, "steering", steer_keys, err, errlen))
 			goto out;
 		c->malformed = json_incref(json_object_get(steering, "malformed"));
+		if (get_uint_at(steering, "steering", "flows", &c->flows, 0, 1u << 24, err, errlen) ||
+		    get_uint_at(steering, "steering", "flow_idle_ms", &c->flow_idle_ms, 1, 86400000, err, errlen))
+			goto out;
 	}
 	rc = 0;
 out:

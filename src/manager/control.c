@@ -397,6 +397,15 @@ static json_t *j_rules(void)
 	return json_pack("{s:b,s:o,s:o}", "ok", 1, "rules", a, "malformed", steer_action_json(M.malformed));
 }
 
+static json_t *j_flows(void)
+{
+	const struct flow_stats *f = &M.flow_st;
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "entries", (json_int_t)f->entries, "max",
+			 (json_int_t)M.cfg.flows, "idle_ms", (json_int_t)M.cfg.flow_idle_ms, "hits", (json_int_t)f->hits,
+			 "misses", (json_int_t)f->misses, "rechecked", (json_int_t)f->rechecked, "moved",
+			 (json_int_t)f->moved, "expired", (json_int_t)f->expired, "full", (json_int_t)f->full);
+}
+
 static json_t *cmd_rule_add(json_t *req)
 {
 	char err[256];
@@ -496,13 +505,15 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return ok_with("chains", j_chains());
 	if (!strcmp(c, "stats")) {
 		const struct drops *d = &M.drops;
-		return json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
+		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
 				 j_ports(), "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool",
 				 j_pool(), "drops", "ring_full", (json_int_t)d->ring_full, "no_path",
 				 (json_int_t)d->no_path, "nf_gone", (json_int_t)d->nf_gone, "invalid_desc",
 				 (json_int_t)d->invalid_desc, "tx_full", (json_int_t)d->tx_full, "rx_invalid",
 				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
 				 (json_int_t)d->malformed);
+		json_object_set_new(st, "flows", j_flows());
+		return st;
 	}
 	if (!strcmp(c, "chain_set"))
 		return cmd_chain_set(req);
@@ -510,6 +521,8 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return cmd_port_chain_set(req);
 	if (!strcmp(c, "rules"))
 		return j_rules();
+	if (!strcmp(c, "flows"))
+		return ok_with("flows", j_flows());
 	if (!strcmp(c, "rule_add"))
 		return cmd_rule_add(req);
 	if (!strcmp(c, "rule_del"))
@@ -523,7 +536,7 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
-		     "port_chain_set, rules, rule_add, rule_del, rules_set, classify, shutdown)", c);
+		     "port_chain_set, rules, flows, rule_add, rule_del, rules_set, classify, shutdown)", c);
 }
 
 static int reply(struct ctl_conn *c, json_t *resp)

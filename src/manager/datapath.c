@@ -16,6 +16,8 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_hash_crc.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_lcore.h>
@@ -35,6 +37,11 @@ static uint16_t *waiting;  /* sleeping NFs with packets waiting for a kick */
 static uint32_t nwaiting;
 static uint16_t *dirty_ports;
 static uint32_t ndirty_ports;
+/* The flow table (docs/steering.md "Flows"): key position in flow_h -> flows[] */
+static struct rte_hash *flow_h;
+static struct flow *flows;
+static uint32_t flow_iter;        /* expiry sweep cursor */
+static uint64_t flow_next_sweep;  /* TSC of the next sweep */
 
 static inline void drop(struct rte_mbuf *m)
 {
@@ -202,17 +209,9 @@ static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
 	drop(m);
 }
 
-/* Hand a packet to a service: pick a replica, stage its descriptor. */
-static inline void to_service(uint16_t svc, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
+/* Stage a packet's descriptor for NF `id`. */
+static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
 {
-	struct service *s = &M.services[svc];
-	if (unlikely(s->ninst == 0)) {
-		s->drop_nf_gone++;
-		M.drops.nf_gone++;
-		drop(m);
-		return;
-	}
-	uint16_t id = pick_instance(s, m);
 	struct nf *nf = &M.nfs[id];
 	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
 		nf->st.drop_ring_full++;
@@ -232,6 +231,42 @@ static inline void to_service(uint16_t svc, struct rte_mbuf *m, uint16_t chain, 
 		nf->dirty = true;
 		dirty[ndirty++] = id;
 	}
+}
+
+static inline bool service_empty(uint16_t svc)
+{
+	struct service *s = &M.services[svc];
+	if (likely(s->ninst > 0))
+		return false;
+	s->drop_nf_gone++;
+	M.drops.nf_gone++;
+	return true;
+}
+
+/* Hand a packet to a service: pick a replica, stage its descriptor. */
+static inline void to_service(uint16_t svc, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
+{
+	if (unlikely(service_empty(svc))) {
+		drop(m);
+		return;
+	}
+	to_nf(pick_instance(&M.services[svc], m), m, chain, hop, in_port);
+}
+
+/* As to_service, but the flow keeps the replica it was given while that NF still serves svc. */
+static inline void to_service_sticky(uint16_t svc, struct rte_mbuf *m, uint16_t chain, uint8_t hop,
+				     uint16_t in_port, uint16_t *replica)
+{
+	if (unlikely(service_empty(svc))) {
+		drop(m);
+		return;
+	}
+	uint16_t id = *replica;
+	if (id == FLOW_REPLICA_NONE || !M.nfs[id].active || M.nfs[id].service != svc) {
+		id = pick_instance(&M.services[svc], m);
+		*replica = id;
+	}
+	to_nf(id, m, chain, hop, in_port);
 }
 
 /* NEXT: the service after the packet's current hop, or the chain's exit. */
@@ -428,18 +463,24 @@ static inline void first_hop(const struct route *rt, uint16_t pi, struct rte_mbu
 		no_path(m, pi);
 }
 
+/* Act on a steering decision; replica: the flow's sticky replica, or NULL without a flow. */
 static inline void steer_act(const struct route *rt, struct steer_action a, uint16_t pi, struct rte_mbuf *m,
-			     uint64_t *drop_counter)
+			     uint64_t *drop_counter, uint16_t *replica)
 {
 	switch (a.kind) {
 	case STEER_CHAIN:
-		if (likely(a.target < rt->nchains))
-			to_service(rt->chains[a.target].svc[0], m, a.target, 0, pi);
-		else
+		if (unlikely(a.target >= rt->nchains))
 			no_path(m, pi);
+		else if (replica)
+			to_service_sticky(rt->chains[a.target].svc[0], m, a.target, 0, pi, replica);
+		else
+			to_service(rt->chains[a.target].svc[0], m, a.target, 0, pi);
 		break;
 	case STEER_SERVICE:
-		to_service(a.target, m, STEER_CHAIN_NONE, SL_HOP_DETACHED, pi);
+		if (replica)
+			to_service_sticky(a.target, m, STEER_CHAIN_NONE, SL_HOP_DETACHED, pi, replica);
+		else
+			to_service(a.target, m, STEER_CHAIN_NONE, SL_HOP_DETACHED, pi);
 		break;
 	case STEER_PORT:
 		to_port(a.target, m);
@@ -448,45 +489,152 @@ static inline void steer_act(const struct route *rt, struct steer_action a, uint
 		(*drop_counter)++;
 		drop(m);
 		break;
-	default:
-		first_hop(rt, pi, m);
+	default: {
+		int32_t c = rt->port_chain[pi];
+		if (c < 0)
+			no_path(m, pi);
+		else if (replica)
+			to_service_sticky(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi, replica);
+		else
+			to_service(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi);
 		break;
+	}
 	}
 }
 
-/* A burst through the rules: parse every packet's key, classify the well-formed ones in one
- * rte_acl call, act on each (docs/steering.md). */
+static inline void flow_key_of(const struct sl_pkt_key *k, struct flow_key *f)
+{
+	memcpy(f->src, k->src, sizeof(f->src));
+	memcpy(f->dst, k->dst, sizeof(f->dst));
+	f->sport = k->sport;
+	f->dport = k->dport;
+	f->proto = k->proto;
+	f->in_port = k->in_port;
+	f->ipver = k->flags & (SL_KEY_IP4 | SL_KEY_IP6);
+	f->pad = 0;
+}
+
+/* Expire idle flows: a slice of the table per millisecond, so the sweep never holds up a burst. */
+static void flow_expire(uint64_t now)
+{
+	if (!flow_h || now < flow_next_sweep)
+		return;
+	flow_next_sweep = now + M.tsc_hz / 1000;
+	uint64_t idle = (uint64_t)M.cfg.flow_idle_ms * (M.tsc_hz / 1000);
+	for (int k = 0; k < 256; k++) {
+		const void *key;
+		void *data;
+		int32_t p = rte_hash_iterate(flow_h, &key, &data, &flow_iter);
+		if (p < 0) {
+			flow_iter = 0;
+			return;
+		}
+		if (now - flows[p].last_tsc > idle && rte_hash_del_key(flow_h, key) >= 0) {
+			M.flow_st.expired++;
+			M.flow_st.entries--;
+		}
+	}
+}
+
+/* A burst through the rules (docs/steering.md): parse every packet's key; IP packets look up their
+ * flow, and those whose flow was decided under the current rules follow it; the rest are classified
+ * in one rte_acl call, and new flows are entered; then each packet is acted on. */
 static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t pi, struct rte_mbuf **pkts,
 			uint16_t n)
 {
 	struct sl_pkt_key keys[SL_BURST];
+	struct flow_key fk[SL_BURST];
+	const void *fkp[SL_BURST];
 	const uint8_t *data[SL_BURST];
 	struct rte_mbuf *good[SL_BURST];
-	uint32_t hit[SL_BURST];
-	uint16_t ng = 0;
+	int32_t pos[SL_BURST], fpos[SL_BURST];
+	uint16_t fidx[SL_BURST], aidx[SL_BURST];
+	uint32_t hit[SL_BURST], own[SL_BURST];
+	uint16_t ng = 0, nfk = 0, na = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		if (unlikely(sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)pi,
 					      &keys[ng]) < 0)) {
 			M.ports[pi].st.malformed++;
-			steer_act(rt, sr->malformed, pi, m, &M.drops.malformed);
+			steer_act(rt, sr->malformed, pi, m, &M.drops.malformed, NULL);
 			continue;
 		}
-		data[ng] = (const uint8_t *)&keys[ng];
+		fpos[ng] = -1; /* -1: no flow; >= 0: position; <= -2: miss, key index -2 - x */
+		if (flow_h && (keys[ng].flags & SL_KEY_IP)) {
+			flow_key_of(&keys[ng], &fk[nfk]);
+			fkp[nfk] = &fk[nfk];
+			fidx[nfk++] = ng;
+		}
 		good[ng++] = m;
 	}
 	if (ng == 0)
 		return;
-	if (unlikely(rte_acl_classify(sr->acl, data, hit, ng, 1) != 0))
-		memset(hit, 0, sizeof(hit));
-	for (uint16_t i = 0; i < ng; i++) {
-		if (hit[i] == 0) {
-			first_hop(rt, pi, good[i]);
+	if (nfk) {
+		rte_hash_lookup_bulk(flow_h, fkp, nfk, pos);
+		for (uint16_t k = 0; k < nfk; k++)
+			fpos[fidx[k]] = pos[k] >= 0 ? pos[k] : -2 - (int32_t)k;
+	}
+	for (uint16_t g = 0; g < ng; g++) {
+		if (fpos[g] >= 0 && flows[fpos[g]].gen == sr->gen) {
+			M.flow_st.hits++;
 			continue;
 		}
-		const struct steer_rule *r = &sr->rules[hit[i] - 1];
-		(*r->hits)++;
-		steer_act(rt, r->act, pi, good[i], &M.drops.rule);
+		data[na] = (const uint8_t *)&keys[g];
+		aidx[na++] = g;
+	}
+	if (na && unlikely(rte_acl_classify(sr->acl, data, hit, na, 1) != 0))
+		memset(hit, 0, sizeof(hit));
+	uint64_t now = rte_rdtsc();
+	for (uint16_t k = 0; k < na; k++) {
+		uint16_t g = aidx[k];
+		uint32_t rid = hit[k] ? sr->rules[hit[k] - 1].id : 0;
+		struct steer_action act = hit[k] ? sr->rules[hit[k] - 1].act : (struct steer_action){ 0 };
+		if (fpos[g] >= 0) {
+			/* decided under older rules: keep the replica if the same rule still picks the same path */
+			struct flow *f = &flows[fpos[g]];
+			M.flow_st.rechecked++;
+			if (f->rule_id != rid || f->act.kind != act.kind || f->act.target != act.target) {
+				f->replica = FLOW_REPLICA_NONE;
+				M.flow_st.moved++;
+			}
+			f->gen = sr->gen;
+			f->rule_id = rid;
+			f->rule_idx = hit[k];
+			f->act = act;
+		} else if (fpos[g] <= -2) {
+			int32_t p = rte_hash_add_key(flow_h, &fk[-2 - fpos[g]]);
+			M.flow_st.misses++;
+			if (p >= 0) {
+				struct flow *f = &flows[p];
+				if (f->gen != sr->gen || f->last_tsc != now) { /* not entered by this burst already */
+					*f = (struct flow){ .gen = sr->gen, .rule_id = rid, .rule_idx = hit[k], .act = act,
+							    .replica = FLOW_REPLICA_NONE };
+					M.flow_st.entries++;
+				}
+				f->last_tsc = now;
+				fpos[g] = p;
+				continue;
+			}
+			M.flow_st.full++;
+			fpos[g] = -1;
+		}
+		own[g] = hit[k]; /* no flow: this packet's own classification */
+	}
+	/* act in arrival order */
+	for (uint16_t g = 0; g < ng; g++) {
+		if (fpos[g] < 0) {
+			uint32_t h = own[g];
+			if (h)
+				(*sr->rules[h - 1].hits)++;
+			steer_act(rt, h ? sr->rules[h - 1].act : (struct steer_action){ 0 }, pi, good[g], &M.drops.rule,
+				  NULL);
+			continue;
+		}
+		struct flow *f = &flows[fpos[g]];
+		f->last_tsc = now;
+		if (f->rule_idx)
+			(*sr->rules[f->rule_idx - 1].hits)++;
+		steer_act(rt, f->act, pi, good[g], &M.drops.rule, &f->replica);
 	}
 }
 
@@ -560,13 +708,44 @@ int worker_main(void *arg)
 			drain_nf(active[i], rt);
 		flush_all();
 		check_waiting();
+		flow_expire(rte_rdtsc());
 	}
 	flush_all();
 	LOG("worker: stopped");
 	return 0;
 }
 
+static int flow_table_init(void)
+{
+	if (M.cfg.flows == 0)
+		return 0;
+	struct rte_hash_parameters hp = { .name = "sluice_flows", .entries = M.cfg.flows,
+					  .key_len = sizeof(struct flow_key), .hash_func = rte_hash_crc,
+					  .socket_id = (int)rte_socket_id(),
+					  .extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE };
+	flow_h = rte_hash_create(&hp);
+	if (!flow_h) {
+		LOG("steering.flows: cannot create a flow table of %u entries", M.cfg.flows);
+		return -1;
+	}
+	flows = calloc((size_t)rte_hash_max_key_id(flow_h) + 1, sizeof(*flows));
+	return flows ? 0 : -1;
+}
+
 int worker_init(void)
 {
-	return worker_lists_init();
+	return worker_lists_init() < 0 || flow_table_init() < 0 ? -1 : 0;
+}
+
+void worker_fini(void)
+{
+	rte_hash_free(flow_h);
+	flow_h = NULL;
+	free(flows);
+	flows = NULL;
+	free(active);
+	free(dirty);
+	free(waiting);
+	free(dirty_ports);
+	active = dirty = waiting = dirty_ports = NULL;
 }

@@ -402,6 +402,7 @@ out:
 	if (M.sigfd >= 0)
 		close(M.sigfd);
 	rules_unload();
+	worker_fini();
 	if (M.route) {
 		/* packets a port still stages are freed by port close */
 		route_free(M.route);

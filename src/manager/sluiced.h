@@ -57,6 +57,8 @@ struct config {
 	char (*services)[SL_NAME_LEN];
 	json_t *rules;              /* steering rules (docs/steering.md), resolved once ports and chains exist */
 	json_t *malformed;          /* steering.malformed action, NULL = drop */
+	uint32_t flows;             /* steering.flows: flow table entries, 0 = no flow table */
+	uint32_t flow_idle_ms;      /* steering.flow_idle_ms: idle flows expire after this */
 };
 
 /* Parse a JSON config file. Returns 0, or -1 with a message naming the field in err. */
@@ -220,6 +222,7 @@ struct steer_rule {
 
 /* The classifier the worker uses: immutable once published, replaced whole. */
 struct steer {
+	uint32_t gen;             /* build generation: flows decided under another one are re-checked */
 	struct rte_acl_ctx *acl;  /* NULL: no rules, packets are not parsed */
 	uint32_t nrules;
 	struct steer_rule *rules; /* evaluation order; ACL userdata = index + 1 */
@@ -263,6 +266,32 @@ int rules_del(uint32_t id, char *err, size_t errlen);
 int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len, uint8_t in_port,
 		       struct steer_result *res);
 
+/* ---- flow table (datapath.c, docs/steering.md "Flows") ---- */
+
+#define FLOW_REPLICA_NONE 0xffff
+
+/* Exact-match key: ingress port + IP 5-tuple (IPv4 in src[0]/dst[0]). */
+struct flow_key {
+	uint32_t src[4], dst[4];
+	uint16_t sport, dport;
+	uint8_t proto, in_port, ipver, pad;
+};
+_Static_assert(sizeof(struct flow_key) == 40, "flow key has no hidden padding");
+
+/* A flow's cached decision; indexed by the key's position in the hash. Worker only. */
+struct flow {
+	uint64_t last_tsc;        /* last packet */
+	uint32_t gen;             /* steer generation the decision was made (or re-checked) under */
+	uint32_t rule_id;         /* rule that chose the path, 0 = none (the port's default) */
+	uint32_t rule_idx;        /* that rule's index + 1 in the steer of `gen` */
+	struct steer_action act;
+	uint16_t replica;         /* NF chosen for the first service, FLOW_REPLICA_NONE = not yet */
+};
+
+struct flow_stats {
+	uint64_t entries, hits, misses, rechecked, moved, expired, full; /* worker writes */
+};
+
 /* ---- worker commands (datapath.c) ---- */
 
 enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP };
@@ -294,6 +323,7 @@ struct manager {
 	unsigned nrules;
 	uint32_t next_rule_id;
 	struct steer_action malformed;
+	struct flow_stats flow_st;  /* worker writes */
 	struct drops drops;         /* worker writes */
 	struct rte_ring *cmdq;      /* control -> worker */
 	unsigned worker_lcore;
@@ -312,6 +342,8 @@ extern struct manager M;
 /* datapath.c */
 /* Allocate the worker's lists (before the worker starts). Returns 0 or -1. */
 int worker_init(void);
+/* Undo worker_init (after the worker stopped). */
+void worker_fini(void);
 int worker_main(void *arg);
 /* Run a command on the worker and wait for it (or do it inline when the worker is stopped). */
 void worker_call(struct wcmd *c);

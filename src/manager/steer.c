@@ -429,6 +429,7 @@ struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_act
 	}
 	s->malformed = malformed;
 	s->nrules = n;
+	s->gen = ++generation;
 	for (unsigned i = 0; i < n; i++) {
 		const struct rule *r = order[i];
 		s->rules[i] = (struct steer_rule){ .act = r->action, .hits = r->hits, .id = r->id };
@@ -442,7 +443,7 @@ struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_act
 	}
 	if (n > 0) {
 		char name[RTE_ACL_NAMESIZE];
-		snprintf(name, sizeof(name), "sluice-steer-%u", generation++);
+		snprintf(name, sizeof(name), "sluice-steer-%u", s->gen);
 		struct rte_acl_param prm = { .name = name, .socket_id = SOCKET_ID_ANY,
 					     .rule_size = RTE_ACL_RULE_SZ(F_NUM), .max_rule_num = n };
 		struct rte_acl_config cfg;

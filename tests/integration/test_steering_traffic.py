@@ -53,6 +53,13 @@ def make_traffic(seed=3):
     return out
 
 
+def flow_tuple(frame):
+    p = Ether(frame)
+    l3 = p[IP] if IP in p else p[IPv6]
+    l4 = p[TCP] if TCP in p else p[UDP] if UDP in p else None
+    return (l3.src, l3.dst, l3.proto if IP in p else l3.nh, l4.sport if l4 else 0, l4.dport if l4 else 0)
+
+
 def test_rules_steer_mixed_traffic(sluice, workdir):  # noqa: F811
     traffic = make_traffic()
     frames = [bytes(p) for _, p in traffic]  # raw bytes: the malformed ones are bytes already
@@ -102,6 +109,14 @@ def test_rules_steer_mixed_traffic(sluice, workdir):  # noqa: F811
     assert {k: v for k, v in st["drops"].items() if k not in ("rule", "no_path")} == \
         dict.fromkeys(["ring_full", "nf_gone", "invalid_desc", "tx_full", "rx_invalid", "malformed"], 0)
 
+    # the flow table: one entry per distinct IP flow (ingress port + 5-tuple); later packets of a flow hit it
+    ip = [f for (kind, p), f in zip(traffic, frames) if kind != "malformed" and (IP in p or IPv6 in p)]
+    tuples = {flow_tuple(f) for f in ip}
+    fl = st["flows"]
+    assert fl["entries"] == len(tuples) and fl["full"] == 0 and fl["expired"] == 0, fl
+    assert fl["hits"] + fl["misses"] == len(ip), fl
+    assert fl["misses"] >= len(tuples), fl
+
     # deleting a rule: its packets fall to the next rule / the default from then on (checked by classify)
     web = bytes(Ether() / IP(src="10.1.0.1", dst="10.2.0.1") / TCP(dport=80))
     assert sluice.ok("classify", port="in", packets=[web.hex()])["results"][0]["rule"] == ids["web"]
@@ -115,3 +130,27 @@ def test_rules_steer_mixed_traffic(sluice, workdir):  # noqa: F811
     assert got["out_a"] == by_kind["web"]          # exactly those, byte for byte, in order
     assert got["out_b"] == by_kind["malformed"]
     assert got["out_c"] == by_kind["vlan"]
+
+
+def test_idle_flows_expire_and_a_full_table_still_steers(sluice, workdir):  # noqa: F811
+    """A flow table of 8 entries with a 50 ms idle timeout: 40 flows overflow it (the rest are steered
+    uncached, counted as full), and every entry expires once traffic stops."""
+    eth = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+    pkts = [eth / IP(src="10.1.0.1", dst="10.2.0.1") / UDP(sport=1000 + i, dport=53) for i in range(40)]
+    inp, out = workdir / "in.pcap", workdir / "out.pcap"
+    wrpcap(str(inp), pkts)
+    cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
+                             {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}])
+    cfg["rules"] = [{"match": {"proto": 17, "dst_port": [53, 53]}, "action": {"port": "out"}}]
+    cfg["steering"] = {"flows": 8, "flow_idle_ms": 50}
+    sluice.start(cfg)
+    wait_until(lambda: sluice.port("out")["tx_pkts"] == 40, 10, "40 packets out")
+    fl = sluice.ok("flows")["flows"]
+    assert fl["max"] == 8 and fl["idle_ms"] == 50
+    assert fl["full"] > 0 and fl["misses"] == 40, fl
+    assert sluice.ok("rules")["rules"][0]["hits"] == 40
+    wait_until(lambda: sluice.ok("flows")["flows"]["entries"] == 0, 5, "idle flows expired")
+    fl = sluice.ok("flows")["flows"]
+    assert fl["expired"] == 40 - fl["full"], fl
+    assert sluice.stop() == 0, sluice.log()
+    assert [bytes(p) for p in rdpcap(str(out))] == [bytes(p) for p in pkts]
