@@ -167,7 +167,7 @@ static json_t *j_port_full(unsigned i)
 {
 	json_t *j = j_port(i);
 	json_object_set_new(j, "malformed", json_integer((json_int_t)M.ports[i].st.malformed));
-	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 || M.steer->poll_all ||
+	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 ||
 						     M.steer->poll_port[i]));
 	return j;
 }

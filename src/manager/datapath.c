@@ -677,7 +677,7 @@ int worker_main(void *arg)
 		const struct steer *sr = M.steer;
 		for (uint16_t pi = 0; pi < M.nports; pi++) {
 			int32_t c = rt->port_chain[pi];
-			if (c < 0 && !sr->poll_all && !sr->poll_port[pi])
+			if (c < 0 && !sr->poll_port[pi])
 				continue; /* TX-only port: not polled */
 			struct port *p = &M.ports[pi];
 			uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, SL_BURST);

@@ -227,8 +227,7 @@ struct steer {
 	uint32_t nrules;
 	struct steer_rule *rules; /* evaluation order; ACL userdata = index + 1 */
 	struct steer_action malformed;
-	bool poll_all;            /* a rule without in_port: poll every port */
-	bool poll_port[SL_MAX_PORTS];
+	bool poll_port[SL_MAX_PORTS]; /* named by a rule's in_port: polled even without a chain */
 };
 
 struct steer_result {

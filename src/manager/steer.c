@@ -438,8 +438,6 @@ struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_act
 		memcpy(ar[i].field, r->fields, sizeof(ar[i].field));
 		if (r->fields[F_IN_PORT].mask_range.u8)
 			s->poll_port[r->fields[F_IN_PORT].value.u8] = true;
-		else
-			s->poll_all = true;
 	}
 	if (n > 0) {
 		char name[RTE_ACL_NAMESIZE];

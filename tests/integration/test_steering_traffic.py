@@ -141,7 +141,7 @@ def test_idle_flows_expire_and_a_full_table_still_steers(sluice, workdir):  # no
     wrpcap(str(inp), pkts)
     cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}])
-    cfg["rules"] = [{"match": {"proto": 17, "dst_port": [53, 53]}, "action": {"port": "out"}}]
+    cfg["rules"] = [{"match": {"in_port": "in", "proto": 17, "dst_port": [53, 53]}, "action": {"port": "out"}}]
     cfg["steering"] = {"flows": 8, "flow_idle_ms": 50}
     sluice.start(cfg)
     wait_until(lambda: sluice.port("out")["tx_pkts"] == 40, 10, "40 packets out")
