@@ -1,24 +1,64 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * sluice-nf-fwd: passes every packet on along its chain (SL_ACT_NEXT).
+ *
+ * --cost-ns N makes it spend N ns of CPU per packet first: a stand-in for an
+ * expensive NF, used to slow one replica down in the load-balancing tests.
  */
+#include <stdlib.h>
+
 #include "nf_common.h"
+#include "tsc.h"
+
+enum { OPT_COST = NF_OPT_APP };
+
+struct fwd_ctx {
+	uint64_t cost_ns;
+	uint64_t cost_cyc;
+};
 
 static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
 {
+	struct fwd_ctx *c = arg;
 	(void)nf;
-	(void)arg;
+	if (c->cost_cyc) {
+		uint64_t until = tsc_now() + c->cost_cyc * n;
+		while (tsc_now() < until)
+			;
+	}
 	for (unsigned i = 0; i < n; i++)
 		sl_pkt_set_action(&pkts[i], SL_ACT_NEXT, 0);
 }
 
+static int opt(void *ctx, int o, const char *arg)
+{
+	struct fwd_ctx *c = ctx;
+	(void)o;
+	return nf_parse_u64("sluice-nf-fwd", "cost-ns", arg, 0, 1000000000ull, &c->cost_ns);
+}
+
+static int start(void *ctx)
+{
+	struct fwd_ctx *c = ctx;
+	if (c->cost_ns)
+		c->cost_cyc = c->cost_ns * tsc_calibrate(20) / 1000000000ull;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	static struct fwd_ctx ctx;
+	static const struct option opts[] = { { "cost-ns", required_argument, NULL, OPT_COST }, { 0 } };
 	const struct nf_app app = {
 		.prog = "sluice-nf-fwd",
 		.role = "fwd",
 		.about = "Sluice NF: forward every packet to the next hop of its chain.",
+		.opts = opts,
+		.opts_help = "  --cost-ns N        spend N ns of CPU per packet before forwarding (default 0)\n",
+		.opt = opt,
+		.start = start,
 		.handler = handler,
+		.ctx = &ctx,
 	};
 	return nf_app_main(argc, argv, &app);
 }

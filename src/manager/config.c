@@ -20,6 +20,16 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
+const char *const svc_policy_names[SVC__COUNT] = { "flow", "least_loaded", "round_robin" };
+
+int svc_policy_parse(const char *s)
+{
+	for (int i = 0; i < SVC__COUNT; i++)
+		if (!strcmp(s, svc_policy_names[i]))
+			return i;
+	return -1;
+}
+
 bool config_valid_name(const char *s)
 {
 	size_t n = strlen(s);
@@ -234,6 +244,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		goto out;
 	}
 	c->services = calloc(json_array_size(nfs) + 1, sizeof(*c->services));
+	c->service_policy = calloc(json_array_size(nfs) + 1, 1);
 	json_array_foreach(nfs, i, v) {
 		snprintf(where, sizeof(where), "nfs[%zu]", i);
 		if (!json_is_object(v)) {
@@ -242,6 +253,13 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		}
 		if (get_name(v, "name", where, c->services[c->nservices], true, err, errlen))
 			goto out;
+		json_t *pol = json_object_get(v, "policy");
+		int p = pol ? svc_policy_parse(json_is_string(pol) ? json_string_value(pol) : "") : SVC_FLOW;
+		if (p < 0) {
+			fail(err, errlen, "%s.policy: must be flow, least_loaded or round_robin", where);
+			goto out;
+		}
+		c->service_policy[c->nservices] = (uint8_t)p;
 		c->nservices++;
 	}
 
@@ -332,6 +350,8 @@ void config_free(struct config *c)
 		free(c->chains[i].svc);
 	free(c->chains);
 	free(c->services);
+	free(c->service_policy);
+	c->service_policy = NULL;
 	json_decref(c->rules);
 	json_decref(c->malformed);
 	c->rules = c->malformed = NULL;

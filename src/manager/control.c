@@ -20,6 +20,7 @@
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
 
+#include "sluice/ring.h"
 #include "sluiced.h"
 
 #define CTL_MAX_CONNS 64
@@ -187,8 +188,7 @@ static json_t *j_nfs(void)
 		const struct nf *nf = &M.nfs[i];
 		if (nf->state != NF_ATTACHED)
 			continue;
-		json_array_append_new(
-			a, json_pack("{s:I,s:s,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I}}", "id",
+		json_t *j = json_pack("{s:I,s:s,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I}}", "id",
 				     (json_int_t)i, "name", nf->name, "service", M.services[nf->service].name,
 				     "service_id", (json_int_t)nf->service, "pid", (json_int_t)nf->pid, "uid",
 				     (json_int_t)nf->uid, "wakeup", wake_name(nf->wakeup), "batch",
@@ -196,7 +196,10 @@ static json_t *j_nfs(void)
 				     (json_int_t)nf->st.rx_pkts, "rx_bytes", (json_int_t)nf->st.rx_bytes, "tx_pkts",
 				     (json_int_t)nf->st.tx_pkts, "tx_bytes", (json_int_t)nf->st.tx_bytes, "lent",
 				     (json_int_t)nf->lent, "kicks", (json_int_t)nf->st.kicks, "drops", "ring_full",
-				     (json_int_t)nf->st.drop_ring_full, "invalid_desc", (json_int_t)nf->st.drop_invalid));
+				     (json_int_t)nf->st.drop_ring_full, "invalid_desc", (json_int_t)nf->st.drop_invalid);
+		json_object_set_new(j, "queued", json_integer(nf->rx ? sl_ring_count(nf->rx) : 0));
+		json_object_set_new(j, "draining", json_boolean(nf->draining));
+		json_array_append_new(a, j);
 	}
 	return a;
 }
@@ -210,8 +213,9 @@ static json_t *j_services(void)
 		uint16_t n = s->ninst;
 		for (uint16_t k = 0; k < n && k < SL_MAX_INSTANCES; k++)
 			json_array_append_new(inst, json_string(M.nfs[s->inst[k]].name));
-		json_array_append_new(a, json_pack("{s:I,s:s,s:o,s:{s:I}}", "id", (json_int_t)i, "name", s->name,
-						   "instances", inst, "drops", "nf_gone", (json_int_t)s->drop_nf_gone));
+		json_array_append_new(a, json_pack("{s:I,s:s,s:s,s:o,s:{s:I}}", "id", (json_int_t)i, "name", s->name,
+						   "policy", svc_policy_names[s->policy], "instances", inst, "drops",
+						   "nf_gone", (json_int_t)s->drop_nf_gone));
 	}
 	return a;
 }
@@ -397,6 +401,38 @@ static json_t *j_rules(void)
 	return json_pack("{s:b,s:o,s:o}", "ok", 1, "rules", a, "malformed", steer_action_json(M.malformed));
 }
 
+static json_t *cmd_service_set(json_t *req)
+{
+	json_t *name = json_object_get(req, "name"), *pol = json_object_get(req, "policy");
+	int s = json_is_string(name) ? service_lookup(json_string_value(name)) : -1;
+	if (s < 0)
+		return error("service_set: field 'name': unknown service '%s'", json_is_string(name) ? json_string_value(name) : "?");
+	int p = json_is_string(pol) ? svc_policy_parse(json_string_value(pol)) : -1;
+	if (p < 0)
+		return error("service_set: field 'policy': must be flow, least_loaded or round_robin");
+	/* one byte the worker reads per pick: a plain store is enough */
+	__atomic_store_n(&M.services[s].policy, (uint8_t)p, __ATOMIC_RELAXED);
+	LOG("control: service %s policy %s", M.services[s].name, svc_policy_names[p]);
+	return json_pack("{s:b}", "ok", 1);
+}
+
+/* Take an NF out of its service: no new packets or flows; it keeps returning what it holds. The CLI
+ * stops it once `queued` and `lent` reach 0 (sluice nf scale). */
+static json_t *cmd_nf_drain(json_t *req)
+{
+	json_t *name = json_object_get(req, "name");
+	for (uint32_t i = 0; json_is_string(name) && i < M.max_nfs; i++) {
+		struct nf *nf = &M.nfs[i];
+		if (nf->state != NF_ATTACHED || strcmp(nf->name, json_string_value(name)))
+			continue;
+		struct wcmd c = { .type = WCMD_NF_DRAIN, .nf = i };
+		worker_call(&c);
+		LOG("control: NF %s draining", nf->name);
+		return json_pack("{s:b}", "ok", 1);
+	}
+	return error("nf_drain: field 'name': no attached NF '%s'", json_is_string(name) ? json_string_value(name) : "?");
+}
+
 static json_t *j_flows(void)
 {
 	const struct flow_stats *f = &M.flow_st;
@@ -521,6 +557,10 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return cmd_port_chain_set(req);
 	if (!strcmp(c, "rules"))
 		return j_rules();
+	if (!strcmp(c, "service_set"))
+		return cmd_service_set(req);
+	if (!strcmp(c, "nf_drain"))
+		return cmd_nf_drain(req);
 	if (!strcmp(c, "flows"))
 		return ok_with("flows", j_flows());
 	if (!strcmp(c, "rule_add"))
@@ -536,7 +576,7 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
-		     "port_chain_set, rules, flows, rule_add, rule_del, rules_set, classify, shutdown)", c);
+		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, shutdown)", c);
 }
 
 static int reply(struct ctl_conn *c, json_t *resp)

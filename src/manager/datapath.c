@@ -80,11 +80,33 @@ static uint32_t flow_hash(const struct rte_mbuf *m)
 	return h;
 }
 
-/* Rendezvous hashing: adding or removing a replica moves only its share. */
-static inline uint16_t pick_instance(const struct service *s, const struct rte_mbuf *m)
+/* The replica with the fewest packets in its hands (NetVM's policy): lent counts what waits in its RX
+ * ring and what it has taken but not returned, so a replica busy with a big batch looks loaded. */
+static inline uint16_t least_loaded(const struct service *s)
+{
+	uint16_t pick = s->inst[0];
+	uint32_t best = UINT32_MAX;
+	for (uint16_t i = 0; i < s->ninst; i++) {
+		const struct nf *nf = &M.nfs[s->inst[i]];
+		uint32_t q = nf->lent + nf->nstage;
+		if (q < best) {
+			best = q;
+			pick = s->inst[i];
+		}
+	}
+	return pick;
+}
+
+/* Pick a replica by the service's policy. Flow: rendezvous hashing, so adding or removing a
+ * replica moves only its share of flows. */
+static inline uint16_t pick_instance(struct service *s, const struct rte_mbuf *m)
 {
 	if (s->ninst == 1)
 		return s->inst[0];
+	if (s->policy == SVC_ROUND_ROBIN)
+		return s->inst[s->rr++ % s->ninst];
+	if (s->policy == SVC_LEAST_LOADED)
+		return least_loaded(s);
 	uint32_t h = flow_hash(m), best = 0;
 	uint16_t pick = s->inst[0];
 	for (uint16_t i = 0; i < s->ninst; i++) {
@@ -262,7 +284,9 @@ static inline void to_service_sticky(uint16_t svc, struct rte_mbuf *m, uint16_t 
 		return;
 	}
 	uint16_t id = *replica;
-	if (id == FLOW_REPLICA_NONE || !M.nfs[id].active || M.nfs[id].service != svc) {
+	if (M.services[svc].policy == SVC_ROUND_ROBIN) {
+		id = pick_instance(&M.services[svc], m); /* stateless: no affinity */
+	} else if (id == FLOW_REPLICA_NONE || !M.nfs[id].active || M.nfs[id].draining || M.nfs[id].service != svc) {
 		id = pick_instance(&M.services[svc], m);
 		*replica = id;
 	}
@@ -407,8 +431,15 @@ static void exec_cmd(struct wcmd *c)
 		active[nactive++] = (uint16_t)c->nf;
 		s->inst[s->ninst++] = (uint16_t)c->nf;
 		nf->active = true;
+		nf->draining = false;
 		break;
 	}
+	case WCMD_NF_DRAIN: /* out of its service: new packets (and flows) go to the other replicas */
+		if (M.nfs[c->nf].active && !M.nfs[c->nf].draining) {
+			service_remove_instance(&M.services[M.nfs[c->nf].service], (uint16_t)c->nf);
+			M.nfs[c->nf].draining = true;
+		}
+		break;
 	case WCMD_NF_REMOVE: {
 		struct nf *nf = &M.nfs[c->nf];
 		if (!nf->active) {

@@ -334,8 +334,11 @@ int main(int argc, char **argv)
 		LOG("out of memory");
 		goto out;
 	}
-	for (unsigned i = 0; i < M.cfg.nservices; i++)
-		service_get_or_create(M.cfg.services[i]);
+	for (unsigned i = 0; i < M.cfg.nservices; i++) {
+		int s = service_get_or_create(M.cfg.services[i]);
+		if (s >= 0)
+			M.services[s].policy = M.cfg.service_policy[i];
+	}
 
 	for (unsigned i = 0; i < M.cfg.nports; i++) {
 		struct port *p = &M.ports[i];

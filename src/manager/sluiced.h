@@ -55,6 +55,7 @@ struct config {
 	struct cfg_chain *chains;
 	unsigned nservices;         /* service names declared under nfs: */
 	char (*services)[SL_NAME_LEN];
+	uint8_t *service_policy;    /* enum svc_policy per declared service */
 	json_t *rules;              /* steering rules (docs/steering.md), resolved once ports and chains exist */
 	json_t *malformed;          /* steering.malformed action, NULL = drop */
 	uint32_t flows;             /* steering.flows: flow table entries, 0 = no flow table */
@@ -63,6 +64,8 @@ struct config {
 
 /* Parse a JSON config file. Returns 0, or -1 with a message naming the field in err. */
 int config_load(const char *path, struct config *c, char *err, size_t errlen);
+/* enum svc_policy of its name, or -1. */
+int svc_policy_parse(const char *s);
 /* Is s a valid port/chain/service/NF name (1-31 of A-Z a-z 0-9 _ - .)? */
 bool config_valid_name(const char *s);
 /* Free what config_load allocated. */
@@ -154,6 +157,7 @@ struct nf {
 	/* shared with the worker */
 	struct sl_ring *rx, *tx;
 	bool active;          /* worker sees it (set/cleared by the worker) */
+	bool draining;        /* left its service: gets no new packets, returns what it holds */
 	uint32_t lent;        /* buffers held by the NF: worker writes */
 	uint32_t lend_max;    /* TX ring size: the NF can always return what it holds */
 	uint64_t timeout_cyc;
@@ -165,8 +169,19 @@ struct nf {
 	struct sl_desc stage[SL_BURST];
 };
 
+/* How a service picks one of its replicas (docs/steering.md "Services and replicas"). */
+enum svc_policy {
+	SVC_FLOW = 0,       /* rendezvous hash of the flow: few flows move when replicas come and go */
+	SVC_LEAST_LOADED,   /* the replica with the fewest packets queued (NetVM), per new flow */
+	SVC_ROUND_ROBIN,    /* per packet, for stateless NFs */
+	SVC__COUNT
+};
+extern const char *const svc_policy_names[SVC__COUNT];
+
 struct service {
 	char name[SL_NAME_LEN];
+	uint8_t policy;                   /* enum svc_policy; control writes, worker reads */
+	uint16_t rr;                      /* round-robin cursor, worker only */
 	uint16_t ninst;                   /* worker writes */
 	uint16_t inst[SL_MAX_INSTANCES];  /* NF ids, worker writes */
 	uint64_t drop_nf_gone;
@@ -293,7 +308,7 @@ struct flow_stats {
 
 /* ---- worker commands (datapath.c) ---- */
 
-enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP };
+enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_NF_DRAIN, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP };
 
 struct wcmd {
 	enum wcmd_type type;
