@@ -4,17 +4,21 @@
  *
  * --cost-ns N makes it spend N ns of CPU per packet first: a stand-in for an
  * expensive NF, used to slow one replica down in the load-balancing tests.
+ * --pin makes it a (trivial) classifier: it pins the flow of every packet it
+ * sees to the next hop (sl_pkt_set_flow_action), so sluiced sends the flow's
+ * later packets past it.
  */
 #include <stdlib.h>
 
 #include "nf_common.h"
 #include "tsc.h"
 
-enum { OPT_COST = NF_OPT_APP };
+enum { OPT_COST = NF_OPT_APP, OPT_PIN };
 
 struct fwd_ctx {
 	uint64_t cost_ns;
 	uint64_t cost_cyc;
+	int pin;
 };
 
 static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
@@ -26,14 +30,21 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 		while (tsc_now() < until)
 			;
 	}
-	for (unsigned i = 0; i < n; i++)
-		sl_pkt_set_action(&pkts[i], SL_ACT_NEXT, 0);
+	for (unsigned i = 0; i < n; i++) {
+		if (c->pin)
+			sl_pkt_set_flow_action(&pkts[i], SL_ACT_NEXT, 0);
+		else
+			sl_pkt_set_action(&pkts[i], SL_ACT_NEXT, 0);
+	}
 }
 
 static int opt(void *ctx, int o, const char *arg)
 {
 	struct fwd_ctx *c = ctx;
-	(void)o;
+	if (o == OPT_PIN) {
+		c->pin = 1;
+		return 0;
+	}
 	return nf_parse_u64("sluice-nf-fwd", "cost-ns", arg, 0, 1000000000ull, &c->cost_ns);
 }
 
@@ -48,13 +59,15 @@ static int start(void *ctx)
 int main(int argc, char **argv)
 {
 	static struct fwd_ctx ctx;
-	static const struct option opts[] = { { "cost-ns", required_argument, NULL, OPT_COST }, { 0 } };
+	static const struct option opts[] = { { "cost-ns", required_argument, NULL, OPT_COST },
+					      { "pin", no_argument, NULL, OPT_PIN }, { 0 } };
 	const struct nf_app app = {
 		.prog = "sluice-nf-fwd",
 		.role = "fwd",
 		.about = "Sluice NF: forward every packet to the next hop of its chain.",
 		.opts = opts,
-		.opts_help = "  --cost-ns N        spend N ns of CPU per packet before forwarding (default 0)\n",
+		.opts_help = "  --cost-ns N        spend N ns of CPU per packet before forwarding (default 0)\n"
+			     "  --pin              pin each packet's flow to the next hop: later packets skip this NF\n",
 		.opt = opt,
 		.start = start,
 		.handler = handler,

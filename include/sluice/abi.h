@@ -62,13 +62,20 @@ enum sl_action {
 	SL_ACT__COUNT
 };
 
+/* Flags an NF may or into `action` with an action (docs/steering.md "NF-directed steering"): the
+ * manager enters this packet's flow (ingress port + 5-tuple of the headers as returned) in its
+ * flow table with this action (PIN), or forgets the flow's entry (UNPIN), then acts on the packet. */
+#define SL_ACT_MASK     0x0f
+#define SL_ACT_F_UNPIN  0x40
+#define SL_ACT_F_PIN    0x80
+
 struct sl_desc {
 	uint32_t buf;    /* buffer id inside the region (lent by the manager) */
 	uint32_t off;    /* region offset of the first data byte */
 	uint16_t len;    /* data length in bytes */
 	uint16_t head;   /* headroom: bytes from buffer start to data (off - head = buffer start) */
 	uint8_t region;  /* region index (one region per trust domain) */
-	uint8_t action;  /* NF -> manager: enum sl_action; manager -> NF: 0 */
+	uint8_t action;  /* NF -> manager: enum sl_action | SL_ACT_F_*; manager -> NF: 0 */
 	uint16_t dest;   /* NF -> manager: service or port id; manager -> NF: ingress port id */
 };
 _Static_assert(sizeof(struct sl_desc) == 16, "sl_desc must be 16 bytes");

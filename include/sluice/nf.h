@@ -143,6 +143,23 @@ static inline void sl_pkt_set_action(struct sl_pkt *p, enum sl_action a, uint16_
 	p->d.dest = dest;
 }
 
+/* As sl_pkt_set_action, and make it the path of the packet's whole flow: the manager enters the flow
+ * (ingress port + IP 5-tuple of the headers as the packet leaves this NF) in its flow table, so the
+ * flow's later packets take this action at once, without the rules or this NF (SL_ACT_NEXT: they go
+ * to the hop after this NF). The entry expires when the flow is idle. A flow table is needed
+ * (sluiced steering.flows > 0); non-IP packets are not entered. */
+static inline void sl_pkt_set_flow_action(struct sl_pkt *p, enum sl_action a, uint16_t dest)
+{
+	p->d.action = (uint8_t)a | SL_ACT_F_PIN;
+	p->d.dest = dest;
+}
+
+/* Forget the packet's flow entry (set after the action): its next packet meets the rules again. */
+static inline void sl_pkt_forget_flow(struct sl_pkt *p)
+{
+	p->d.action = (uint8_t)((p->d.action & SL_ACT_MASK) | SL_ACT_F_UNPIN);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -436,10 +436,12 @@ static json_t *cmd_nf_drain(json_t *req)
 static json_t *j_flows(void)
 {
 	const struct flow_stats *f = &M.flow_st;
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "entries", (json_int_t)f->entries, "max",
-			 (json_int_t)M.cfg.flows, "idle_ms", (json_int_t)M.cfg.flow_idle_ms, "hits", (json_int_t)f->hits,
-			 "misses", (json_int_t)f->misses, "rechecked", (json_int_t)f->rechecked, "moved",
-			 (json_int_t)f->moved, "expired", (json_int_t)f->expired, "full", (json_int_t)f->full);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "entries", (json_int_t)f->entries,
+			 "max", (json_int_t)M.cfg.flows, "idle_ms", (json_int_t)M.cfg.flow_idle_ms, "hits",
+			 (json_int_t)f->hits, "misses", (json_int_t)f->misses, "rechecked", (json_int_t)f->rechecked,
+			 "moved", (json_int_t)f->moved, "expired", (json_int_t)f->expired, "full", (json_int_t)f->full,
+			 "pinned", (json_int_t)f->pinned, "pins", (json_int_t)f->pins, "unpins", (json_int_t)f->unpins,
+			 "pin_ignored", (json_int_t)f->pin_ignored);
 }
 
 static json_t *cmd_rule_add(json_t *req)

@@ -310,6 +310,21 @@ static inline void next_hop(struct rte_mbuf *m, const struct sl_bufstate *st, co
 		no_path(m, st->in_port);
 }
 
+static void flow_from_nf(struct rte_mbuf *m, const struct sl_bufstate *st, const struct sl_desc *d,
+			 const struct route *rt);
+
+/* Position of service svc in chain c, or SL_HOP_DETACHED when the chain does not contain it. */
+static inline uint8_t hop_of(const struct route *rt, uint16_t c, uint16_t svc)
+{
+	if (c >= rt->nchains)
+		return SL_HOP_DETACHED;
+	const struct chain *ch = &rt->chains[c];
+	for (unsigned i = 0; i < ch->len; i++)
+		if (ch->svc[i] == svc)
+			return (uint8_t)i;
+	return SL_HOP_DETACHED;
+}
+
 static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, const struct route *rt)
 {
 	struct region *r = &M.region;
@@ -333,26 +348,18 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	m->data_len = d->len;
 	m->pkt_len = d->len;
 	struct sl_bufstate *st = &r->st[d->buf];
-	switch (d->action) {
+	if (unlikely(d->action & (uint8_t)~SL_ACT_MASK))
+		flow_from_nf(m, st, d, rt);
+	switch (d->action & SL_ACT_MASK) {
 	case SL_ACT_NEXT:
 		next_hop(m, st, rt);
 		break;
 	case SL_ACT_OUT:
 		to_port(d->dest, m);
 		break;
-	case SL_ACT_TO_NF: {
-		uint8_t hop = SL_HOP_DETACHED;
-		if (st->chain < rt->nchains) {
-			const struct chain *ch = &rt->chains[st->chain];
-			for (unsigned i = 0; i < ch->len; i++)
-				if (ch->svc[i] == d->dest) {
-					hop = (uint8_t)i;
-					break;
-				}
-		}
-		to_service(d->dest, m, st->chain, hop, st->in_port);
+	case SL_ACT_TO_NF:
+		to_service(d->dest, m, st->chain, hop_of(rt, st->chain, d->dest), st->in_port);
 		break;
-	}
 	default: /* SL_ACT_DROP */
 		drop(m);
 		break;
@@ -513,6 +520,14 @@ static inline void steer_act(const struct route *rt, struct steer_action a, uint
 		else
 			to_service(a.target, m, STEER_CHAIN_NONE, SL_HOP_DETACHED, pi);
 		break;
+	case STEER_CHAIN_HOP:
+		if (unlikely(a.target >= rt->nchains || a.hop >= rt->chains[a.target].len))
+			no_path(m, pi);
+		else if (replica)
+			to_service_sticky(rt->chains[a.target].svc[a.hop], m, a.target, a.hop, pi, replica);
+		else
+			to_service(rt->chains[a.target].svc[a.hop], m, a.target, a.hop, pi);
+		break;
 	case STEER_PORT:
 		to_port(a.target, m);
 		break;
@@ -545,6 +560,65 @@ static inline void flow_key_of(const struct sl_pkt_key *k, struct flow_key *f)
 	f->pad = 0;
 }
 
+/* An NF asked (SL_ACT_F_PIN / _UNPIN) to enter or forget the flow of a packet it returns. */
+static void flow_from_nf(struct rte_mbuf *m, const struct sl_bufstate *st, const struct sl_desc *d,
+			 const struct route *rt)
+{
+	struct sl_pkt_key k;
+	struct flow_key fk;
+	if (!flow_h || sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)st->in_port,
+					&k) < 0 || !(k.flags & SL_KEY_IP)) {
+		M.flow_st.pin_ignored++;
+		return;
+	}
+	flow_key_of(&k, &fk);
+	int32_t old = rte_hash_lookup(flow_h, &fk);
+	if (d->action & SL_ACT_F_UNPIN) {
+		M.flow_st.unpins++;
+		if (old >= 0 && rte_hash_del_key(flow_h, &fk) >= 0) {
+			M.flow_st.entries--;
+			M.flow_st.pinned -= flows[old].pinned;
+		}
+		return;
+	}
+	/* the path the packet takes now, as a flow action from the flow's first hop */
+	struct steer_action a = { .kind = STEER_DROP };
+	switch (d->action & SL_ACT_MASK) {
+	case SL_ACT_NEXT: { /* as next_hop(): the following service, else the chain's exit, else no path */
+		const struct chain *ch = st->chain < rt->nchains ? &rt->chains[st->chain] : NULL;
+		unsigned hop = st->hop == SL_HOP_DETACHED ? (ch ? ch->len : 0u) : st->hop + 1u;
+		if (ch && hop < ch->len)
+			a = (struct steer_action){ .kind = STEER_CHAIN_HOP, .target = st->chain, .hop = (uint8_t)hop };
+		else if (ch && ch->exit >= 0)
+			a = (struct steer_action){ .kind = STEER_PORT, .target = (uint16_t)ch->exit };
+		break;
+	}
+	case SL_ACT_OUT:
+		a = (struct steer_action){ .kind = STEER_PORT, .target = d->dest };
+		break;
+	case SL_ACT_TO_NF: {
+		uint8_t hop = hop_of(rt, st->chain, d->dest);
+		a = hop == SL_HOP_DETACHED ? (struct steer_action){ .kind = STEER_SERVICE, .target = d->dest }
+					   : (struct steer_action){ .kind = STEER_CHAIN_HOP, .target = st->chain, .hop = hop };
+		break;
+	}
+	default:
+		break;
+	}
+	int32_t p = old >= 0 ? old : rte_hash_add_key(flow_h, &fk);
+	if (p < 0) {
+		M.flow_st.full++;
+		M.flow_st.pin_ignored++;
+		return;
+	}
+	if (old < 0)
+		M.flow_st.entries++;
+	if (old < 0 || !flows[p].pinned)
+		M.flow_st.pinned++;
+	flows[p] = (struct flow){ .last_tsc = rte_rdtsc(), .act = a, .replica = FLOW_REPLICA_NONE, .pinned = true };
+	M.flow_st.pins++;
+}
+
 /* Expire idle flows: a slice of the table per millisecond, so the sweep never holds up a burst. */
 static void flow_expire(uint64_t now)
 {
@@ -563,6 +637,7 @@ static void flow_expire(uint64_t now)
 		if (now - flows[p].last_tsc > idle && rte_hash_del_key(flow_h, key) >= 0) {
 			M.flow_st.expired++;
 			M.flow_st.entries--;
+			M.flow_st.pinned -= flows[p].pinned;
 		}
 	}
 }
@@ -587,7 +662,10 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		if (unlikely(sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)pi,
 					      &keys[ng]) < 0)) {
 			M.ports[pi].st.malformed++;
-			steer_act(rt, sr->malformed, pi, m, &M.drops.malformed, NULL);
+			if (sr->acl)
+				steer_act(rt, sr->malformed, pi, m, &M.drops.malformed, NULL);
+			else /* no rules: as if not parsed */
+				first_hop(rt, pi, m);
 			continue;
 		}
 		fpos[ng] = -1; /* -1: no flow; >= 0: position; <= -2: miss, key index -2 - x */
@@ -606,15 +684,15 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 			fpos[fidx[k]] = pos[k] >= 0 ? pos[k] : -2 - (int32_t)k;
 	}
 	for (uint16_t g = 0; g < ng; g++) {
-		if (fpos[g] >= 0 && flows[fpos[g]].gen == sr->gen) {
+		if (fpos[g] >= 0 && (flows[fpos[g]].gen == sr->gen || flows[fpos[g]].pinned)) {
 			M.flow_st.hits++;
 			continue;
 		}
 		data[na] = (const uint8_t *)&keys[g];
 		aidx[na++] = g;
 	}
-	if (na && unlikely(rte_acl_classify(sr->acl, data, hit, na, 1) != 0))
-		memset(hit, 0, sizeof(hit));
+	if (!sr->acl || (na && unlikely(rte_acl_classify(sr->acl, data, hit, na, 1) != 0)))
+		memset(hit, 0, sizeof(hit)); /* no rules (only NF-pinned flows): the default path */
 	uint64_t now = rte_rdtsc();
 	for (uint16_t k = 0; k < na; k++) {
 		uint16_t g = aidx[k];
@@ -729,7 +807,7 @@ int worker_main(void *arg)
 			}
 			p->st.rx_pkts += n;
 			p->st.rx_bytes += bytes;
-			if (sr->acl)
+			if (sr->acl || M.flow_st.pinned)
 				steer_burst(rt, sr, pi, pkts, ok);
 			else
 				for (uint16_t i = 0; i < ok; i++)

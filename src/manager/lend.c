@@ -16,7 +16,10 @@ enum sl_desc_verdict sl_lend_check(const struct sl_lend *l, const struct sl_desc
 	    (uint32_t)d->head + d->len > l->buf_size ||
 	    start + l->buf_size > l->region_size)
 		return SL_DESC_BAD_RANGE;
-	switch (d->action) {
+	uint8_t flags = d->action & (uint8_t)~SL_ACT_MASK;
+	if (flags != 0 && flags != SL_ACT_F_PIN && flags != SL_ACT_F_UNPIN)
+		return SL_DESC_BAD_ACTION;
+	switch (d->action & SL_ACT_MASK) {
 	case SL_ACT_NEXT:
 	case SL_ACT_DROP:
 		return SL_DESC_OK;

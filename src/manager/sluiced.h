@@ -211,10 +211,12 @@ struct drops {
 #define STEER_FIELDS 21      /* rte_acl fields of struct sl_pkt_key */
 #define STEER_CHAIN_NONE 0xffff /* bufstate.chain of a packet sent to a service outside any chain */
 
-enum steer_kind { STEER_NONE = 0, STEER_CHAIN, STEER_SERVICE, STEER_PORT, STEER_DROP };
+enum steer_kind { STEER_NONE = 0, STEER_CHAIN, STEER_SERVICE, STEER_PORT, STEER_DROP,
+		  STEER_CHAIN_HOP /* NF-pinned flows: chain `target` from service `hop` on */ };
 
 struct steer_action {
 	uint8_t kind;    /* enum steer_kind; STEER_NONE: the port's ingress chain, else no_path */
+	uint8_t hop;     /* STEER_CHAIN_HOP only */
 	uint16_t target; /* chain index, service id or port index */
 };
 
@@ -300,10 +302,13 @@ struct flow {
 	uint32_t rule_idx;        /* that rule's index + 1 in the steer of `gen` */
 	struct steer_action act;
 	uint16_t replica;         /* NF chosen for the first service, FLOW_REPLICA_NONE = not yet */
+	bool pinned;              /* entered by an NF (SL_ACT_F_PIN): kept whatever the rules say */
 };
 
 struct flow_stats {
 	uint64_t entries, hits, misses, rechecked, moved, expired, full; /* worker writes */
+	uint64_t pinned;          /* entries NFs entered, now in the table */
+	uint64_t pins, unpins, pin_ignored; /* NF requests; ignored: non-IP, malformed or no table */
 };
 
 /* ---- worker commands (datapath.c) ---- */

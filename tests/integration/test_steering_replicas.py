@@ -1,5 +1,5 @@
 """Services with several replicas: how flows and packets are spread, and what moves when replicas
-come and go (docs/steering.md "Services and replicas").
+come and go (docs/steering.md "Services and replicas"); and flows an NF pins (NF-directed steering).
 
   slt-rep [slt-r1] -- veth -- slt-r0 (host) = port "in" (net_af_packet), chain c = [s] -> "out" (net_null)
   traffic: bench/udpgen.c, paced, cycling through 1024 UDP flows
@@ -25,13 +25,15 @@ def rep(net, sluice):  # noqa: F811
     net.add_veth("slt-r0", "slt-r1", peer_ns=NS)
     gen = peer_linux.udpgen()
 
-    def start(policy="flow", rules=None):
+    def start(policy="flow", rules=None, services=("s",), steering=None):
         cfg = base_config(ports=[{"name": "in", "vdev": "net_af_packet0,iface=slt-r0,framecnt=4096", "chain": "c"},
                                  {"name": "out", "vdev": "net_null0"}],
-                          chains=[{"name": "c", "nfs": ["s"], "exit": "out"}])
-        cfg["nfs"] = [{"name": "s", "policy": policy}]
+                          chains=[{"name": "c", "nfs": list(services), "exit": "out"}])
+        cfg["nfs"] = [{"name": s, "policy": policy} for s in services]
         if rules:
             cfg["rules"] = rules
+        if steering:
+            cfg["steering"] = steering
         sluice.start(cfg)
 
     def send(count, rate=20000):
@@ -147,3 +149,29 @@ def test_a_drained_replica_gets_nothing_new_and_its_flows_move_without_loss(rep,
     d = dumps(sluice, workdir, ["a", "b"])
     assert sum(d["a"].values()) == a_before and sum(d["b"].values()) == 2 * FLOWS - a_before
     assert all(d["b"].get(f) == 1 for f in d["a"])     # a's flows went on at b, once each
+
+
+def test_a_classifier_nf_pins_flows_so_later_packets_skip_it_until_they_expire(rep, sluice, workdir):  # noqa: F811
+    """chain c = [cls (fwd --pin), cnt (count)]: cls sees each flow's first packet only; once the flows
+    are idle past flow_idle_ms their entries expire and cls sees the next packet of each again."""
+    start, send, no_drops = rep
+    start(services=("cls", "cnt"), steering={"flows": 4096, "flow_idle_ms": 400})
+    sluice.start_nf("fwd", "cls", extra=["--pin"])
+    sluice.start_nf("count", "cnt", extra=["--dump", workdir / "cnt.json"])
+    sluice.wait_attached("cls", "cnt")
+    send(3 * FLOWS, rate=5000)   # each flow 3 times, 1024 packets (0.2 s) apart
+    st = sluice.stats()
+    assert sluice.nf("cls", st)["rx_pkts"] == FLOWS, sluice.nf("cls", st)
+    assert sluice.nf("cnt", st)["rx_pkts"] == 3 * FLOWS
+    fl = st["flows"]
+    assert fl["pinned"] == FLOWS and fl["pins"] == FLOWS and fl["pin_ignored"] == 0, fl
+    assert fl["hits"] == 2 * FLOWS, fl
+    wait_until(lambda: sluice.ok("flows")["flows"]["entries"] == 0, 5, "pinned flows expired")
+    assert sluice.ok("flows")["flows"]["pinned"] == 0
+    send(FLOWS, rate=5000)
+    st = sluice.stats()
+    assert sluice.nf("cls", st)["rx_pkts"] == 2 * FLOWS
+    assert sluice.nf("cnt", st)["rx_pkts"] == 4 * FLOWS
+    no_drops()
+    d = dumps(sluice, workdir, ["cnt"])["cnt"]
+    assert len(d) == FLOWS and set(d.values()) == {4}

@@ -112,6 +112,21 @@ static void test_forged(void)
 	f.action = SL_ACT_TO_NF;
 	f.dest = 9;
 	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_DEST);
+	/* flow flags: one of PIN / UNPIN with a valid action; the destination is still checked */
+	f = d;
+	f.action = SL_ACT_OUT | SL_ACT_F_PIN;
+	f.dest = 1;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_OK);
+	f.dest = 2;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_DEST);
+	f.action = SL_ACT_NEXT | SL_ACT_F_UNPIN;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_OK);
+	f.action = SL_ACT_NEXT | SL_ACT_F_PIN | SL_ACT_F_UNPIN;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_ACTION);
+	f.action = SL_ACT_DROP | 0x20; /* a flag bit with no meaning */
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_ACTION);
+	f.action = SL_ACT__COUNT | SL_ACT_F_PIN;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_ACTION);
 }
 
 static void test_double_return(void)
