@@ -696,6 +696,16 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 	uint64_t now = rte_rdtsc();
 	for (uint16_t k = 0; k < na; k++) {
 		uint16_t g = aidx[k];
+		if (unlikely(sr->scratch != NULL)) { /* payload rules: the winner must find its pattern */
+			bool undecided;
+			hit[k] = steer_payload_resolve(sr, hit[k], rte_pktmbuf_mtod(good[g], const uint8_t *), &keys[g],
+						       sr->scratch, &undecided);
+			if (undecided) { /* no payload yet: decide this packet only, the flow stays open */
+				own[g] = hit[k];
+				fpos[g] = -1;
+				continue;
+			}
+		}
 		uint32_t rid = hit[k] ? sr->rules[hit[k] - 1].id : 0;
 		struct steer_action act = hit[k] ? sr->rules[hit[k] - 1].act : (struct steer_action){ 0 };
 		if (fpos[g] >= 0) {

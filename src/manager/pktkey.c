@@ -29,19 +29,29 @@ static inline uint16_t rd16(const uint8_t *p)
 	return (uint16_t)(p[0] << 8 | p[1]);
 }
 
-/* TCP/UDP ports and flags of the L4 header at p (l4len bytes up to the end of the datagram). */
-static int parse_l4(const uint8_t *p, uint32_t l4len, struct sl_pkt_key *k)
+/* TCP/UDP ports and flags of the L4 header at p (l4len bytes up to the end of the datagram), and
+ * where its payload is (a TCP data offset outside the datagram leaves no payload). */
+static int parse_l4(const uint8_t *frame, const uint8_t *p, uint32_t l4len, struct sl_pkt_key *k)
 {
+	uint32_t hlen;
 	if (k->proto == P_UDP) {
 		if (l4len < 8)
 			return -1;
+		hlen = 8;
 	} else if (k->proto == P_TCP) {
 		if (l4len < 14)
 			return -1;
 		k->tcp_flags = p[13];
 		k->flags |= SL_KEY_TCP;
+		hlen = (p[12] >> 4) * 4u;
+		if (hlen < 20)
+			hlen = l4len + 1; /* bad data offset: no payload */
 	} else {
 		return 0;
+	}
+	if (hlen < l4len) {
+		k->payload_off = (uint16_t)(p + hlen - frame);
+		k->payload_len = (uint16_t)(l4len - hlen);
 	}
 	memcpy(&k->sport, p, 2);
 	memcpy(&k->dport, p + 2, 2);
@@ -49,7 +59,7 @@ static int parse_l4(const uint8_t *p, uint32_t l4len, struct sl_pkt_key *k)
 	return 0;
 }
 
-static int parse_ipv4(const uint8_t *p, uint32_t len, struct sl_pkt_key *k)
+static int parse_ipv4(const uint8_t *frame, const uint8_t *p, uint32_t len, struct sl_pkt_key *k)
 {
 	if (len < 20 || (p[0] >> 4) != 4)
 		return -1;
@@ -69,10 +79,10 @@ static int parse_ipv4(const uint8_t *p, uint32_t len, struct sl_pkt_key *k)
 			return 0;
 		}
 	}
-	return parse_l4(p + ihl, total - ihl, k);
+	return parse_l4(frame, p + ihl, total - ihl, k);
 }
 
-static int parse_ipv6(const uint8_t *p, uint32_t len, struct sl_pkt_key *k)
+static int parse_ipv6(const uint8_t *frame, const uint8_t *p, uint32_t len, struct sl_pkt_key *k)
 {
 	if (len < 40 || (p[0] >> 4) != 6)
 		return -1;
@@ -114,7 +124,7 @@ static int parse_ipv6(const uint8_t *p, uint32_t len, struct sl_pkt_key *k)
 		off += hlen;
 	}
 	k->proto = nh;
-	return parse_l4(p + off, end - off, k);
+	return parse_l4(frame, p + off, end - off, k);
 }
 
 int sl_pkt_key_parse(const uint8_t *p, uint32_t len, uint8_t in_port, struct sl_pkt_key *k)
@@ -141,8 +151,8 @@ int sl_pkt_key_parse(const uint8_t *p, uint32_t len, uint8_t in_port, struct sl_
 	memcpy(&k->ethertype, p + off, 2);
 	off += 2;
 	if (et == ET_IPV4) /* (after a third tag et is still a VLAN type: no IP) */
-		return parse_ipv4(p + off, len - off, k);
+		return parse_ipv4(p, p + off, len - off, k);
 	if (et == ET_IPV6)
-		return parse_ipv6(p + off, len - off, k);
+		return parse_ipv6(p, p + off, len - off, k);
 	return 0;
 }

@@ -41,8 +41,11 @@ struct sl_pkt_key {
 	uint8_t smac[6];
 	uint32_t src[4];    /* IPv4 in src[0]; IPv6 all four; network order */
 	uint32_t dst[4];
+	/* not matched by rte_acl: where the TCP/UDP payload is (payload rules), host order */
+	uint16_t payload_off; /* from the frame's start; 0 with payload_len 0: none */
+	uint16_t payload_len;
 };
-_Static_assert(sizeof(struct sl_pkt_key) == 60, "the key is 60 bytes: 1 + 3 pad + 14 groups of 4");
+_Static_assert(offsetof(struct sl_pkt_key, payload_off) == 60, "the ACL key is the first 60 bytes: 1 + 3 pad + 14 groups of 4");
 _Static_assert(offsetof(struct sl_pkt_key, in_port) == 4, "first 4-byte group starts at 4");
 _Static_assert(offsetof(struct sl_pkt_key, src) == 28, "addresses start at 28");
 

@@ -21,6 +21,7 @@
 
 #include "sluice/abi.h"
 #include "lend.h"
+#include "pktkey.h"
 
 #define SLUICED_VERSION "0.1.0"
 #define SL_MAX_PORTS 32
@@ -226,15 +227,20 @@ struct rule {
 	char name[SL_NAME_LEN];
 	uint32_t priority;
 	json_t *match;            /* as given (normalized JSON), for listing */
+	json_t *payload_json;     /* as given, or NULL */
 	struct steer_action action;
 	struct rte_acl_field fields[STEER_FIELDS];
 	uint64_t *hits;           /* worker increments; outlives rebuilds */
+	struct hs_database *payload; /* compiled payload pattern, NULL: header-only rule */
+	uint32_t depth;           /* payload bytes scanned */
 };
 
 struct steer_rule {
 	struct steer_action act;
 	uint64_t *hits;
 	uint32_t id;
+	const struct hs_database *payload; /* the rule's (read-only) pattern, or NULL */
+	uint32_t depth;
 };
 
 /* The classifier the worker uses: immutable once published, replaced whole. */
@@ -245,10 +251,15 @@ struct steer {
 	struct steer_rule *rules; /* evaluation order; ACL userdata = index + 1 */
 	struct steer_action malformed;
 	bool poll_port[SL_MAX_PORTS]; /* named by a rule's in_port: polled even without a chain */
+	/* payload rules: when a winner's pattern is not in the payload, the best header-only rule */
+	struct rte_acl_ctx *acl_hdr;  /* header-only rules (same userdata), NULL: no payload rules */
+	struct hs_scratch *scratch;   /* the worker's Hyperscan scratch */
+	struct hs_scratch *ctl_scratch; /* the control thread's (classify) */
 };
 
 struct steer_result {
 	bool malformed;
+	bool undecided;                /* a payload rule won but the packet has no payload yet */
 	const struct steer_rule *rule; /* NULL: no rule matched */
 	struct steer_action action;
 };
@@ -277,6 +288,12 @@ int rules_set(json_t *list, char *err, size_t errlen);
 /* Returns the new rule's index in M.rules, or -1. */
 int rules_add(json_t *rule, char *err, size_t errlen);
 int rules_del(uint32_t id, char *err, size_t errlen);
+
+/* The rule (index + 1 in s->rules, 0 = none) for a packet whose ACL winner is `hit`: a payload rule
+ * must also find its pattern in the first `depth` payload bytes, else the best header-only rule
+ * wins; *undecided: the packet had no payload to look at (do not cache the flow's decision). */
+uint32_t steer_payload_resolve(const struct steer *s, uint32_t hit, const uint8_t *frame,
+			       const struct sl_pkt_key *k, struct hs_scratch *scratch, bool *undecided);
 
 /* Classify one frame (control thread dry run). Returns 0 or -1. */
 int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len, uint8_t in_port,

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <jansson.h>
 
+#include <hs/hs.h>
 #include <rte_acl.h>
 #include <rte_errno.h>
 
@@ -328,9 +329,66 @@ static int parse_match(json_t *m, const char *path, struct rte_acl_field *f, cha
 	return 0;
 }
 
+#define PAYLOAD_DEPTH_DEFAULT 256
+
+/* payload: {"pattern": P, "regex": bool, "caseless": bool, "depth": N} -> a Hyperscan database. */
+static int parse_payload(json_t *v, const char *path, struct rule *r, char *err, size_t errlen)
+{
+	char ppath[96];
+	snprintf(ppath, sizeof(ppath), "%s.payload", path);
+	static const char *const keys[] = { "pattern", "regex", "caseless", "depth", NULL };
+	if (!json_is_object(v))
+		return fail(err, errlen, "%s: must be {\"pattern\": ..., \"regex\": bool, \"caseless\": bool, "
+			    "\"depth\": bytes}", ppath);
+	const char *key;
+	json_t *x;
+	json_object_foreach(v, key, x) {
+		bool known = false;
+		for (const char *const *k = keys; *k; k++)
+			known |= !strcmp(*k, key);
+		if (!known)
+			return fail(err, errlen, "%s.%s: unknown field (pattern, regex, caseless, depth)", ppath, key);
+	}
+	json_t *pat = json_object_get(v, "pattern"), *re = json_object_get(v, "regex"),
+	       *nc = json_object_get(v, "caseless"), *dp = json_object_get(v, "depth");
+	if (!json_is_string(pat) || json_string_length(pat) == 0 || json_string_length(pat) > 1024)
+		return fail(err, errlen, "%s.pattern: must be a string of 1..1024 characters", ppath);
+	if ((re && !json_is_boolean(re)) || (nc && !json_is_boolean(nc)))
+		return fail(err, errlen, "%s.%s: must be true or false", ppath, re && !json_is_boolean(re) ? "regex" : "caseless");
+	long depth = PAYLOAD_DEPTH_DEFAULT;
+	if (dp && get_int(dp, ppath, "depth", 1, 65535, &depth, err, errlen))
+		return -1;
+	/* a literal becomes a regex of escaped bytes */
+	const char *p = json_string_value(pat);
+	size_t n = json_string_length(pat);
+	char *expr = malloc(4 * n + 1), *o = expr;
+	if (!expr)
+		return fail(err, errlen, "%s: out of memory", ppath);
+	if (re && json_is_true(re)) {
+		memcpy(expr, p, n + 1);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			o += sprintf(o, "\\x%02x", (unsigned char)p[i]);
+		*o = 0;
+	}
+	unsigned flags = HS_FLAG_SINGLEMATCH | HS_FLAG_DOTALL | (nc && json_is_true(nc) ? HS_FLAG_CASELESS : 0);
+	hs_compile_error_t *ce = NULL;
+	hs_database_t *db = NULL;
+	int rc = hs_compile(expr, flags, HS_MODE_BLOCK, NULL, &db, &ce);
+	free(expr);
+	if (rc != HS_SUCCESS) {
+		fail(err, errlen, "%s.pattern: %s", ppath, ce && ce->message ? ce->message : "cannot compile");
+		hs_free_compile_error(ce);
+		return -1;
+	}
+	r->payload = db;
+	r->depth = (uint32_t)depth;
+	return 0;
+}
+
 int rule_parse(json_t *j, const char *path, struct rule *r, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "id", "name", "priority", "match", "action", "hits", NULL };
+	static const char *const keys[] = { "id", "name", "priority", "match", "payload", "action", "hits", NULL };
 	memset(r, 0, sizeof(*r));
 	if (!json_is_object(j))
 		return fail(err, errlen, "%s: must be an object with match and action", path);
@@ -341,7 +399,7 @@ int rule_parse(json_t *j, const char *path, struct rule *r, char *err, size_t er
 		for (const char *const *k = keys; *k; k++)
 			known |= !strcmp(*k, key);
 		if (!known)
-			return fail(err, errlen, "%s.%s: unknown field (name, priority, match, action)", path, key);
+			return fail(err, errlen, "%s.%s: unknown field (name, priority, match, payload, action)", path, key);
 	}
 	if ((v = json_object_get(j, "name")) && !json_is_null(v)) {
 		if (!json_is_string(v) || !config_valid_name(json_string_value(v)))
@@ -362,6 +420,10 @@ int rule_parse(json_t *j, const char *path, struct rule *r, char *err, size_t er
 		return fail(err, errlen, "%s: missing", apath);
 	if (steer_action_parse(v, apath, &r->action, err, errlen))
 		return -1;
+	json_t *pl = json_object_get(j, "payload");
+	if (pl && !json_is_null(pl) && parse_payload(pl, path, r, err, errlen))
+		return -1;
+	r->payload_json = pl && !json_is_null(pl) ? json_deep_copy(pl) : NULL;
 	r->match = m && !json_is_null(m) ? json_deep_copy(m) : json_object();
 	r->hits = calloc(1, sizeof(*r->hits));
 	if (!r->match || !r->hits) {
@@ -374,16 +436,22 @@ int rule_parse(json_t *j, const char *path, struct rule *r, char *err, size_t er
 void rule_release(struct rule *r)
 {
 	json_decref(r->match);
+	json_decref(r->payload_json);
 	free(r->hits);
-	r->match = NULL;
+	hs_free_database(r->payload);
+	r->match = r->payload_json = NULL;
 	r->hits = NULL;
+	r->payload = NULL;
 }
 
 json_t *rule_json(const struct rule *r)
 {
-	return json_pack("{s:I,s:o,s:I,s:O,s:o,s:I}", "id", (json_int_t)r->id, "name",
-			 r->name[0] ? json_string(r->name) : json_null(), "priority", (json_int_t)r->priority, "match",
-			 r->match, "action", steer_action_json(r->action), "hits", (json_int_t)*r->hits);
+	json_t *j = json_pack("{s:I,s:o,s:I,s:O,s:o,s:I}", "id", (json_int_t)r->id, "name",
+			      r->name[0] ? json_string(r->name) : json_null(), "priority", (json_int_t)r->priority,
+			      "match", r->match, "action", steer_action_json(r->action), "hits", (json_int_t)*r->hits);
+	if (j && r->payload_json)
+		json_object_set(j, "payload", r->payload_json);
+	return j;
 }
 
 /* Evaluation order: priority high to low, then the rule added first. */
@@ -412,6 +480,9 @@ void steer_free(struct steer *s)
 	if (!s)
 		return;
 	rte_acl_free(s->acl);
+	rte_acl_free(s->acl_hdr);
+	hs_free_scratch(s->scratch);
+	hs_free_scratch(s->ctl_scratch);
 	free(s->rules);
 	free(s);
 }
@@ -427,12 +498,19 @@ struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_act
 		fail(err, errlen, "out of memory for %u rules", n);
 		goto fail;
 	}
+	unsigned npayload = 0;
 	s->malformed = malformed;
 	s->nrules = n;
 	s->gen = ++generation;
 	for (unsigned i = 0; i < n; i++) {
 		const struct rule *r = order[i];
-		s->rules[i] = (struct steer_rule){ .act = r->action, .hits = r->hits, .id = r->id };
+		s->rules[i] = (struct steer_rule){ .act = r->action, .hits = r->hits, .id = r->id,
+						   .payload = r->payload, .depth = r->depth };
+		npayload += r->payload != NULL;
+		if (r->payload && hs_alloc_scratch(r->payload, &s->scratch) != HS_SUCCESS) {
+			fail(err, errlen, "out of memory for the payload matcher");
+			goto fail;
+		}
 		ar[i].data = (struct rte_acl_rule_data){ .category_mask = 1, .priority = (int32_t)(n - i),
 							 .userdata = i + 1 };
 		memcpy(ar[i].field, r->fields, sizeof(ar[i].field));
@@ -457,6 +535,30 @@ struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_act
 			goto fail;
 		}
 	}
+	if (npayload > 0) {
+		/* the fallback when a payload rule's pattern is absent: the header-only rules alone */
+		unsigned nh = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (!order[i]->payload)
+				ar[nh++] = ar[i];
+		char name[RTE_ACL_NAMESIZE];
+		snprintf(name, sizeof(name), "sluice-steer-%u-h", s->gen);
+		struct rte_acl_param prm = { .name = name, .socket_id = SOCKET_ID_ANY,
+					     .rule_size = RTE_ACL_RULE_SZ(F_NUM), .max_rule_num = nh + 1 };
+		struct rte_acl_config cfg;
+		acl_defs(&cfg);
+		int rc = 0;
+		if (nh > 0 && (!(s->acl_hdr = rte_acl_create(&prm)) ||
+			       (rc = rte_acl_add_rules(s->acl_hdr, (const struct rte_acl_rule *)ar, nh)) != 0 ||
+			       (rc = rte_acl_build(s->acl_hdr, &cfg)) != 0)) {
+			fail(err, errlen, "building the header-only classifier failed: %s", rc ? strerror(-rc) : "no memory");
+			goto fail;
+		}
+		if (hs_clone_scratch(s->scratch, &s->ctl_scratch) != HS_SUCCESS) {
+			fail(err, errlen, "out of memory for the payload matcher");
+			goto fail;
+		}
+	}
 	free(order);
 	free(ar);
 	return s;
@@ -465,6 +567,36 @@ fail:
 	free(ar);
 	steer_free(s);
 	return NULL;
+}
+
+static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
+{
+	(void)id, (void)from, (void)to, (void)flags;
+	*(bool *)ctx = true;
+	return 1; /* one match is all we need: stop */
+}
+
+uint32_t steer_payload_resolve(const struct steer *s, uint32_t hit, const uint8_t *frame,
+			       const struct sl_pkt_key *k, struct hs_scratch *scratch, bool *undecided)
+{
+	*undecided = false;
+	if (hit == 0 || !s->rules[hit - 1].payload)
+		return hit;
+	const struct steer_rule *r = &s->rules[hit - 1];
+	if (k->payload_len > 0) {
+		bool found = false;
+		hs_scan(r->payload, (const char *)frame + k->payload_off, k->payload_len < r->depth ? k->payload_len : r->depth,
+			0, scratch, on_match, &found);
+		if (found)
+			return hit;
+	} else {
+		*undecided = true;
+	}
+	uint32_t h = 0;
+	const uint8_t *data[1] = { (const uint8_t *)k };
+	if (s->acl_hdr && rte_acl_classify(s->acl_hdr, data, &h, 1, 1) != 0)
+		h = 0;
+	return h;
 }
 
 int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len, uint8_t in_port,
@@ -483,6 +615,7 @@ int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len
 	const uint8_t *data[1] = { (const uint8_t *)&k };
 	if (s->acl && rte_acl_classify(s->acl, data, &hit, 1, 1) != 0)
 		return -1;
+	hit = steer_payload_resolve(s, hit, frame, &k, s->ctl_scratch, &res->undecided);
 	if (hit) {
 		res->rule = &s->rules[hit - 1];
 		res->action = res->rule->act;

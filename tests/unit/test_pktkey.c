@@ -110,9 +110,32 @@ static void test_ipv4_tcp(void)
 	CHECK_EQ(ntohs(k.ethertype), 0x0800);
 	CHECK_EQ(k.dmac[5], 2);
 	CHECK_EQ(k.smac[5], 1);
-	/* Ethernet padding after the datagram is fine */
+	CHECK_EQ(k.payload_len, 0);
+	/* Ethernet padding after the datagram is fine, and is not payload */
 	put(Z, 10);
 	CHECK_EQ(parse(&k), 0);
+	CHECK_EQ(k.payload_len, 0);
+	/* payload: after the TCP header (data offset), up to the IP total length */
+	eth(0x0800);
+	ipv4(6, 24 + 5, 0, 0);
+	tcp(1, 80, 0x18);
+	F[14 + 20 + 12] = 6 << 4; /* data offset 6: 4 bytes of options */
+	put32(0);
+	put("hello", 5);
+	put(Z, 7); /* padding */
+	CHECK_EQ(parse(&k), 0);
+	CHECK_EQ(k.payload_off, 14 + 20 + 24);
+	CHECK_EQ(k.payload_len, 5);
+	F[14 + 20 + 12] = 15 << 4; /* data offset beyond the datagram: no payload, not malformed */
+	CHECK_EQ(parse(&k), 0);
+	CHECK_EQ(k.payload_len, 0);
+	eth(0x86dd);
+	ipv6(17, 8 + 3, 0);
+	udp(1, 2);
+	put("abc", 3);
+	CHECK_EQ(parse(&k), 0);
+	CHECK_EQ(k.payload_off, 14 + 40 + 8);
+	CHECK_EQ(k.payload_len, 3);
 }
 
 static void test_ipv4_bad_headers(void)
