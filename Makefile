@@ -8,6 +8,8 @@ PY_SYS   := /usr/bin/python3
 VENV     := .venv
 VENV_PY  := $(VENV)/bin/python
 STAMP    := $(VENV)/.sluice-stamp
+# matplotlib for the bench plots; defined before the rules that list it as a prerequisite
+BENCH_STAMP := $(VENV)/.sluice-bench-stamp
 BUILD    := build
 BUILD_ASAN := build-asan
 HUGEPAGES := 512
@@ -109,7 +111,6 @@ test: deps venv $(BENCH_STAMP) build build-asan hugepages
 demo: deps venv build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh
 
-BENCH_STAMP := $(VENV)/.sluice-bench-stamp
 $(BENCH_STAMP): $(STAMP)
 	$(VENV_PY) -m pip install -q --disable-pip-version-check matplotlib
 	@touch $@
