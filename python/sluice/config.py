@@ -15,6 +15,8 @@ import shutil
 
 import yaml
 
+from . import steering
+
 __all__ = [
     "ConfigError", "load_file", "load_string", "validate", "normalize",
     "to_sluiced_json", "instance_names", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR",
@@ -324,7 +326,7 @@ def _chain(v, path):
 
 
 def _nf(v, path, base_dir, check_programs):
-    _mapping(v, path, ["name", "program"] + list(NF_DEFAULTS))
+    _mapping(v, path, ["name", "program", "policy"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
@@ -351,6 +353,8 @@ def _nf(v, path, base_dir, check_programs):
     out["timeout_us"] = _int(v.get("timeout_us", 100), f"{path}.timeout_us", 0, 10_000_000)
     out["spin_us"] = _int(v.get("spin_us", 200), f"{path}.spin_us", 0, 10_000_000)
     out["restart"] = _choice(v.get("restart", "on-failure"), f"{path}.restart", RESTART_POLICIES)
+    # how sluiced picks one of the instances (docs/steering.md "Services and replicas")
+    out["policy"] = _choice(v.get("policy", "flow"), f"{path}.policy", steering.POLICIES)
     return out
 
 
@@ -384,7 +388,7 @@ def normalize(data, base_dir=None, check_programs=True):
 
     check_programs: resolve each NF program (adds 'program_path'); off, only its
     type is checked."""
-    _mapping(data, "", ["sluiced", "ports", "chains", "nfs"])
+    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
 
     if data.get("ports") is None:
@@ -420,6 +424,17 @@ def normalize(data, base_dir=None, check_programs=True):
                 raise ConfigError(f"chains[{i}].nfs[{j}]", f"unknown service {s!r}" + _known(nf_idx))
         if c["exit"] is not None and c["exit"] not in port_idx:
             raise ConfigError(f"chains[{i}].exit", f"unknown port {c['exit']!r}" + _known(port_idx))
+
+    # steering (docs/steering.md): services are the NF names plus those the chains name
+    services = set(nf_idx)
+    rules = data.get("rules")
+    rules = [] if rules is None else _list(rules, "rules")
+    if rules:
+        cfg["rules"] = [steering.normalize_rule(r, f"rules[{i}]", set(port_idx), set(chain_idx), services)
+                        for i, r in enumerate(rules)]
+    st = steering.normalize_steering(data.get("steering"), "steering", set(port_idx), set(chain_idx), services)
+    if st:
+        cfg["steering"] = st
 
     if len(instance_names(cfg)) > cfg["sluiced"]["max_nfs"]:
         raise ConfigError("sluiced.max_nfs", f"{len(instance_names(cfg))} NF instances configured "
