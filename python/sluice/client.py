@@ -164,5 +164,27 @@ class Client:
     def port_chain_set(self, port, chain):
         return self.call("port_chain_set", port=port, chain=chain)["port"]
 
+    def rules(self):
+        return self.call("rules")
+
+    def rule_add(self, rule):
+        return self.call("rule_add", rule=rule)["rule"]
+
+    def rule_del(self, rule_id):
+        return self.call("rule_del", id=rule_id)
+
+    def rules_set(self, rules):
+        return self.call("rules_set", rules=list(rules))
+
+    def classify(self, port, frames):
+        """frames: bytes objects -> [{malformed, rule, action}, ...]"""
+        return self.call("classify", port=port, packets=[f.hex() for f in frames])["results"]
+
+    def flows(self):
+        return self.call("flows")["flows"]
+
+    def service_set(self, name, policy):
+        return self.call("service_set", name=name, policy=policy)
+
     def shutdown(self):
         return self.call("shutdown")

@@ -6,11 +6,28 @@ down` calls stop_running(). State for `down` lives in <socket_dir>/state.json:
     {"supervisor": {"pid", "starttime"}, "sluiced": {"pid", "starttime", "binary"},
      "socket_dir", "config", "started_at", "updated_at",
      "nfs": [{"name", "service", "pid", "starttime", "state", "restarts", "log"}]}
+
+While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/supervisor.sock
+(the same framing as sluiced's control socket), for `sluice nf scale`:
+
+    {"cmd": "nfs"}                                  -> {"ok", "nfs": [slot...], "removed": [...]}
+    {"cmd": "scale", "service": S, "instances": N,  -> {"ok", "service", "instances",
+     "drain_timeout": seconds (optional)}               "start": [names], "drain": [names],
+                                                        "removed_after": seq}
+
+`removed` lists finished removals {"seq", "name", "service", "result", "held"}; the ones of a scale
+request have seq > its removed_after. result: drained, drain timeout, exited while draining, not
+running.
+
+Scaling down drains a replica (sluiced's `nf_drain`: no new packets, what it holds comes back)
+and stops it only once it holds nothing (`queued` and `lent` 0), or when drain_timeout expires.
 """
 
 import ctypes
 import json
 import os
+import select
+import socket
 import shutil
 import signal
 import subprocess
@@ -26,6 +43,9 @@ BACKOFF_RESET = 10.0     # uptime after which the delay goes back to BACKOFF_MIN
 NF_STOP_GRACE = 3.0      # SIGTERM -> SIGKILL for NFs (s)
 SLUICED_STOP_GRACE = 5.0  # shutdown request -> SIGKILL for sluiced (s)
 POLL = 0.1
+DRAIN_TIMEOUT = 10.0     # default limit for a replica to hand back what it holds (s)
+MAX_INSTANCES = 64       # replicas per service (sluiced's SL_MAX_INSTANCES)
+REMOVED_KEEP = 64        # finished removals remembered for `nfs` (the CLI's progress)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -101,6 +121,20 @@ def describe_status(rc):
         except ValueError:
             return f"killed by signal {-rc}"
     return f"exited with status {rc}"
+
+
+def _wait_or_kill(p, grace, what):
+    """Wait `grace` seconds for Popen p to exit (after a stop request), then SIGKILL it."""
+    try:
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        log(f"{what} (pid {p.pid}) still running {grace:g}s after being asked to stop; killing it")
+        p.kill()
+        p.wait()
+
+
+def supervisor_socket_path(socket_dir):
+    return os.path.join(socket_dir, "supervisor.sock")
 
 
 def state_path(socket_dir):
@@ -198,7 +232,9 @@ class NfSlot:
         self.backoff = BACKOFF_MIN
         self.next_start = None
         self.last_rc = None
-        self.state = "new"   # new | running | backoff | exited | stopped
+        self.state = "new"   # new | running | backoff | exited | stopped | draining
+        self.drain_deadline = None
+        self.held = None     # last (queued, lent) seen while draining
 
     def start(self):
         with open(self.log_path, "ab") as lf:
@@ -218,7 +254,7 @@ class NfSlot:
                 "pid": self.proc.pid if self.proc and self.proc.returncode is None else None,
                 "starttime": self.starttime if self.proc and self.proc.returncode is None else None,
                 "state": self.state, "restarts": self.restarts, "last_status": self.last_rc,
-                "log": self.log_path}
+                "log": self.log_path, "held": self.held}
 
 
 # --------------------------------------------------------------- supervisor
@@ -242,6 +278,10 @@ class Supervisor:
         self.sluiced_log = os.path.join(self.log_dir, "sluiced.log")
         self._sluiced_log_off = 0
         self.slots = []
+        self.removed = []     # [{"seq", "name", "service", "result", "held"}], newest last
+        self.removal_seq = 0
+        self.sup_sock = supervisor_socket_path(self.socket_dir)
+        self.lsock = None
         self.stopping = False
         self.stop_signal = None
         self.started_wall = time.time()
@@ -341,20 +381,23 @@ class Supervisor:
             time.sleep(POLL)
 
     # -- NFs
+    def make_slot(self, name, nf):
+        env = dict(os.environ)
+        env.update({
+            "SLUICE_NF_SOCKET": self.nf_sock,
+            "SLUICE_NF_NAME": name,
+            "SLUICE_NF_SERVICE": nf["name"],
+            "SLUICE_NF_WAKEUP": nf["wakeup"],
+            "SLUICE_NF_BATCH": str(nf["batch"]),
+            "SLUICE_NF_TIMEOUT_US": str(nf["timeout_us"]),
+            "SLUICE_NF_SPIN_US": str(nf["spin_us"]),
+        })
+        argv = [nf_program(nf, self.builtins)] + list(nf["args"])
+        return NfSlot(name, nf, argv, env, os.path.join(self.log_dir, f"{name}.log"))
+
     def make_slots(self):
         for name, nf in sconfig.instance_names(self.cfg):
-            env = dict(os.environ)
-            env.update({
-                "SLUICE_NF_SOCKET": self.nf_sock,
-                "SLUICE_NF_NAME": name,
-                "SLUICE_NF_SERVICE": nf["name"],
-                "SLUICE_NF_WAKEUP": nf["wakeup"],
-                "SLUICE_NF_BATCH": str(nf["batch"]),
-                "SLUICE_NF_TIMEOUT_US": str(nf["timeout_us"]),
-                "SLUICE_NF_SPIN_US": str(nf["spin_us"]),
-            })
-            argv = [nf_program(nf, self.builtins)] + list(nf["args"])
-            self.slots.append(NfSlot(name, nf, argv, env, os.path.join(self.log_dir, f"{name}.log")))
+            self.slots.append(self.make_slot(name, nf))
 
     def start_slot(self, slot):
         try:
@@ -444,6 +487,185 @@ class Supervisor:
                     + _indent(tail(s.log_path, 15) or "(nothing)"))
             time.sleep(POLL)
 
+    # -- control socket (sluice nf scale)
+    def open_control(self):
+        try:
+            os.unlink(self.sup_sock)
+        except FileNotFoundError:
+            pass
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(self.sup_sock)
+            os.chmod(self.sup_sock, 0o600)
+            s.listen(8)
+        except OSError as e:
+            s.close()
+            raise SupervisorError(f"cannot listen on {self.sup_sock}: {e.strerror or e}") from None
+        s.setblocking(False)
+        self.lsock = s
+
+    def close_control(self):
+        if self.lsock is not None:
+            self.lsock.close()
+            self.lsock = None
+        try:
+            os.unlink(self.sup_sock)
+        except FileNotFoundError:
+            pass
+
+    def serve_control(self, timeout):
+        """Wait up to `timeout` seconds for a request on supervisor.sock and answer it."""
+        if self.lsock is None:
+            time.sleep(timeout)
+            return
+        try:
+            ready, _, _ = select.select([self.lsock], [], [], timeout)
+        except InterruptedError:
+            return
+        if not ready:
+            return
+        try:
+            conn, _ = self.lsock.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(2.0)
+            buf = b""
+            try:
+                while b"\n" not in buf and len(buf) < 65536:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+                line = buf.partition(b"\n")[0]
+                try:
+                    req = json.loads(line)
+                    resp = self.handle_request(req) if isinstance(req, dict) else \
+                        {"ok": False, "error": "request must be a JSON object"}
+                except ValueError:
+                    resp = {"ok": False, "error": "request is not JSON"}
+                conn.sendall(json.dumps(resp).encode() + b"\n")
+            except OSError:
+                pass  # the client went away; nothing to answer
+
+    def handle_request(self, req):
+        cmd = req.get("cmd")
+        if cmd == "nfs":
+            return {"ok": True, "nfs": [s.to_state() for s in self.slots], "removed": self.removed}
+        if cmd == "scale":
+            try:
+                return dict(ok=True, **self.scale(req.get("service"), req.get("instances"),
+                                                  req.get("drain_timeout", DRAIN_TIMEOUT)))
+            except SupervisorError as e:
+                return {"ok": False, "error": str(e)}
+        return {"ok": False, "error": f"unknown command {cmd!r} (known: nfs, scale)"}
+
+    def scale(self, service, instances, drain_timeout):
+        """Start or drain replicas so `service` has `instances` of them. Returns what it started and
+        what it began to drain; draining finishes in the loop (supervise_drains)."""
+        nf = next((n for n in self.cfg["nfs"] if n["name"] == service), None)
+        if nf is None:
+            known = ", ".join(n["name"] for n in self.cfg["nfs"]) or "none"
+            raise SupervisorError(f"scale: field 'service': unknown service {service!r} (known: {known})")
+        if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
+            raise SupervisorError(f"scale: field 'instances': must be an integer 1..{MAX_INSTANCES} "
+                                  f"(got {instances!r})")
+        if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or drain_timeout <= 0:
+            raise SupervisorError(f"scale: field 'drain_timeout': must be a positive number of seconds "
+                                  f"(got {drain_timeout!r})")
+        mine = [s for s in self.slots if s.service == service and s.state != "draining"]
+        started, draining, since = [], [], self.removal_seq
+        if instances > len(mine):
+            max_nfs = self.cfg["sluiced"]["max_nfs"]
+            total = len(self.slots) + instances - len(mine)
+            if total > max_nfs:
+                raise SupervisorError(f"scale: {total} NF instances would exceed sluiced.max_nfs ({max_nfs})")
+            used = {s.name for s in self.slots}
+            i = 0
+            for _ in range(instances - len(mine)):
+                while f"{service}.{i}" in used:
+                    i += 1
+                slot = self.make_slot(f"{service}.{i}", nf)
+                used.add(slot.name)
+                self.slots.append(slot)
+                self.start_slot(slot)
+                started.append(slot.name)
+        elif instances < len(mine):
+            # Dead replicas go first (nothing to drain), then the highest-numbered running ones.
+            def index(s):
+                idx = s.name.rsplit(".", 1)[-1]
+                return int(idx) if idx.isdigit() else -1
+            ranked = sorted(mine, key=lambda s: (s.state == "running", -index(s)))
+            victims = ranked[:len(mine) - instances]
+            for slot in victims:
+                draining.append(slot.name)
+                self.begin_drain(slot, drain_timeout)
+        nf["instances"] = instances
+        self.write_state()
+        log(f"scale {service} to {instances}: start {', '.join(started) or '-'}; "
+            f"drain {', '.join(draining) or '-'}")
+        return {"service": service, "instances": instances, "start": started, "drain": draining,
+                "removed_after": since}
+
+    def begin_drain(self, slot, timeout):
+        if slot.state != "running" or slot.proc is None:
+            self.finish_removal(slot, "not running")
+            return
+        try:
+            with Client(self.ctl, timeout=2.0) as c:
+                c.call("nf_drain", name=slot.name)
+        except SluiceError as e:
+            # Not attached (yet, or any more): it holds no packets of ours.
+            log(f"NF {slot.name}: nf_drain: {e}; stopping it")
+        slot.state = "draining"
+        slot.drain_deadline = time.monotonic() + timeout
+
+    def supervise_drains(self):
+        """Stop each draining replica once sluiced says it holds nothing (or its time is up)."""
+        draining = [s for s in self.slots if s.state == "draining"]
+        if not draining:
+            return
+        try:
+            with Client(self.ctl, timeout=2.0) as c:
+                attached = {n.get("name"): n for n in c.nfs()}
+        except SluiceError:
+            attached = None  # sluiced busy: look again on the next tick
+        for slot in draining:
+            if slot.proc is None or slot.proc.poll() is not None:
+                self.finish_removal(slot, "exited while draining")
+                continue
+            if attached is not None:
+                n = attached.get(slot.name)
+                if n is None:
+                    self.finish_removal(slot, "drained")  # detached: sluiced took back what it held
+                    continue
+                slot.held = {"queued": n.get("queued", 0), "lent": n.get("lent", 0)}
+                if not slot.held["queued"] and not slot.held["lent"]:
+                    self.finish_removal(slot, "drained")
+                    continue
+            if time.monotonic() > slot.drain_deadline:
+                self.finish_removal(slot, "drain timeout")
+
+    def finish_removal(self, slot, result):
+        p = slot.proc
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            _wait_or_kill(p, NF_STOP_GRACE, f"NF {slot.name}")
+        if p is not None:
+            slot.last_rc = p.returncode
+        slot.proc = None
+        slot.state = "stopped"
+        if slot in self.slots:
+            self.slots.remove(slot)
+        self.removal_seq += 1
+        self.removed.append({"seq": self.removal_seq, "name": slot.name, "service": slot.service,
+                             "result": result, "held": slot.held})
+        del self.removed[:-REMOVED_KEEP]
+        log(f"NF {slot.name} removed from service {slot.service} ({result}"
+            + (f"; held queued={slot.held['queued']} lent={slot.held['lent']}" if slot.held and result != "drained"
+               else "") + ")")
+        self.write_state()
+
     # -- lifecycle
     def start(self):
         """Bring everything up. Raises SupervisorError (after tearing down
@@ -452,6 +674,7 @@ class Supervisor:
         self.prepare_dir()
         self.write_state()
         try:
+            self.open_control()
             self.start_sluiced()
             st = self.wait_sluiced_ready()
             log(f"sluiced ready (version {st.get('version', '?')}, huge pages "
@@ -482,7 +705,8 @@ class Supervisor:
                 rc = 1
                 break
             self.supervise_nfs()
-            time.sleep(POLL)
+            self.supervise_drains()
+            self.serve_control(POLL)
         if self.stop_signal is not None:
             log(f"received {signal.Signals(self.stop_signal).name}, stopping")
         self.teardown()
@@ -523,12 +747,7 @@ class Supervisor:
         except SluiceError as e:
             log(f"shutdown request failed ({e}); sending SIGTERM")
             p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(SLUICED_STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            log(f"sluiced (pid {p.pid}) still running after {SLUICED_STOP_GRACE:g}s; killing it")
-            p.kill()
-            p.wait()
+        _wait_or_kill(p, SLUICED_STOP_GRACE, "sluiced")
         log(f"sluiced {describe_status(p.returncode)}")
 
     def teardown(self):
@@ -539,6 +758,7 @@ class Supervisor:
             except (ValueError, OSError):
                 pass
         self.stopping = True
+        self.close_control()
         self.stop_nfs()
         self.stop_sluiced()
         for path in (self.ctl, self.nf_sock, state_path(self.socket_dir)):
@@ -718,7 +938,8 @@ def stop_running(socket_dir, timeout=20.0, say=print):
             pass
 
     left = []
-    for path in (ctl, os.path.join(socket_dir, "nf.sock"), state_path(socket_dir)):
+    for path in (ctl, os.path.join(socket_dir, "nf.sock"), state_path(socket_dir),
+                 supervisor_socket_path(socket_dir)):
         if os.path.exists(path):
             left.append(path)
     st_after = read_state(socket_dir)

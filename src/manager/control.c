@@ -543,13 +543,13 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return ok_with("chains", j_chains());
 	if (!strcmp(c, "stats")) {
 		const struct drops *d = &M.drops;
-		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
+		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
 				 j_ports(), "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool",
 				 j_pool(), "drops", "ring_full", (json_int_t)d->ring_full, "no_path",
 				 (json_int_t)d->no_path, "nf_gone", (json_int_t)d->nf_gone, "invalid_desc",
 				 (json_int_t)d->invalid_desc, "tx_full", (json_int_t)d->tx_full, "rx_invalid",
 				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
-				 (json_int_t)d->malformed);
+				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached);
 		json_object_set_new(st, "flows", j_flows());
 		return st;
 	}

@@ -407,6 +407,7 @@ uint32_t nf_reclaim(uint32_t id)
 		}
 	}
 	M.nfs[id].lent = 0;
+	M.drops.nf_detached += n;
 	return n;
 }
 

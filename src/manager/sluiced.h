@@ -205,6 +205,7 @@ struct route {
 struct drops {
 	uint64_t ring_full, no_path, nf_gone, invalid_desc, tx_full, rx_invalid;
 	uint64_t rule, malformed; /* a rule's drop action; the malformed action dropping */
+	uint64_t nf_detached;     /* buffers an NF still held when it detached (reclaimed) */
 };
 
 /* ---- steering (steer.c, docs/steering.md) ---- */
