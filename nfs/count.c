@@ -18,7 +18,27 @@ struct count_ctx {
 	struct flowtab ft;
 	uint32_t flows;
 	const char *dump;
+	/* reported by sluiced as this NF's counters */
+	uint64_t *c_pkts, *c_bytes, *c_flows, *c_full;
 };
+
+static uint64_t no_counter; /* where updates go if sluiced gave no info page */
+
+static uint64_t *counter(struct sl_nf *nf, const char *name)
+{
+	uint64_t *c = sl_nf_counter(nf, name);
+	return c ? c : &no_counter;
+}
+
+static int attached(struct sl_nf *nf, void *ctx)
+{
+	struct count_ctx *c = ctx;
+	c->c_pkts = counter(nf, "packets");
+	c->c_bytes = counter(nf, "bytes");
+	c->c_flows = counter(nf, "flows");
+	c->c_full = counter(nf, "table_full");
+	return 0;
+}
 
 static volatile sig_atomic_t dump_requested;
 
@@ -60,6 +80,10 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 		ft_account(&c->ft, &k, sl_pkt_len(&pkts[i]));
 		sl_pkt_set_action(&pkts[i], SL_ACT_NEXT, 0);
 	}
+	*c->c_pkts = c->ft.total_pkts;
+	*c->c_bytes = c->ft.total_bytes;
+	*c->c_flows = c->ft.count;
+	*c->c_full = c->ft.table_full;
 	if (dump_requested) {
 		dump_requested = 0;
 		dump(c);
@@ -132,6 +156,7 @@ int main(int argc, char **argv)
 			     "                     (SLUICE_NF_DUMP)\n",
 		.opt = opt,
 		.start = start,
+		.attached = attached,
 		.handler = handler,
 		.finish = finish,
 		.ctx = &c,

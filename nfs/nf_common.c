@@ -167,6 +167,12 @@ int nf_app_main(int argc, char **argv, const struct nf_app *app)
 		return 1;
 	}
 
+	if (app->attached != NULL && app->attached(nf, app->ctx) < 0) {
+		if (app->finish != NULL)
+			app->finish(app->ctx, NULL);
+		sl_nf_detach(nf);
+		return 1;
+	}
 	rc = sl_nf_run(nf, app->handler, app->ctx);
 
 	struct sl_nf_stats st;

@@ -25,6 +25,8 @@ struct nf_app {
 	const char *opts_help;            /* --help text for them, or NULL */
 	int (*opt)(void *ctx, int opt, const char *arg);   /* 0 or -1 (message printed) */
 	int (*start)(void *ctx);          /* after options, before attach: 0 or -1 */
+	int (*attached)(struct sl_nf *nf, void *ctx); /* after attach, before run (sl_nf_counter, port
+	                                   * names): 0 or -1 (message printed; the NF detaches, exits 1) */
 	sl_handler_fn handler;
 	void (*finish)(void *ctx, FILE *out); /* after run: extra summary fields, then cleanup */
 	void *ctx;

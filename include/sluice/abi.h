@@ -108,6 +108,33 @@ static inline size_t sl_ring_bytes(uint32_t slots)
 	return sizeof(struct sl_ring) + (size_t)slots * sizeof(struct sl_desc);
 }
 
+/* NF info page: after the two rings in the ring memfd (CONNECTED gives its offset). The manager  */
+/* writes the port names once, before CONNECTED; the NF writes its named counters, which the      */
+/* manager reports as the NF's `counters`. The manager never trusts what it reads back: it bounds */
+/* `count`, cuts names at SL_COUNTER_NAME_MAX and drops characters outside [A-Za-z0-9_.:-].       */
+
+#define SL_INFO_PORTS_MAX   32  /* port names the page holds (the manager's port limit) */
+#define SL_COUNTER_NAME_MAX 24  /* counter names, NUL included */
+#define SL_COUNTERS_MAX     1024
+
+struct sl_counter {
+	char name[SL_COUNTER_NAME_MAX];
+	uint64_t value;                 /* written by the NF only (one writer, aligned 64-bit stores) */
+};
+_Static_assert(sizeof(struct sl_counter) == 32, "counter is 32 bytes");
+
+struct sl_nf_info {
+	uint32_t magic;                 /* SL_ABI_MAGIC */
+	uint32_t port_count;            /* ports 0..port_count-1 are named below */
+	uint32_t counters_max;          /* SL_COUNTERS_MAX */
+	uint32_t counters_used;         /* NF: entries in use (release-stored after the entry's name) */
+	uint8_t reserved[SL_CACHE_LINE - 16];
+	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX];
+	struct sl_counter counter[SL_COUNTERS_MAX];
+};
+_Static_assert(offsetof(struct sl_nf_info, port_name) == SL_CACHE_LINE, "info header is one cache line");
+_Static_assert(offsetof(struct sl_nf_info, counter) % 8 == 0, "counters are 8-byte aligned");
+
 /* ------------------------------------------------------------------------ */
 /* Attach messages: every message is exactly SL_MSG_SIZE bytes.               */
 /*                                                                            */
@@ -180,6 +207,8 @@ struct sl_msg_connected {
 	uint32_t service_id;
 	uint32_t port_count;   /* ports known to the manager at attach time */
 	uint32_t pad;
+	uint64_t info_offset;  /* struct sl_nf_info inside the ring memfd (both ring maps cover it) */
+	uint64_t info_size;    /* bytes from info_offset: at least sizeof(struct sl_nf_info) */
 };
 
 struct sl_msg_disconnect {

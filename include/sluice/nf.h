@@ -85,6 +85,20 @@ uint32_t sl_nf_id(const struct sl_nf *nf);
 uint32_t sl_nf_service_id(const struct sl_nf *nf);
 const char *sl_nf_name(const struct sl_nf *nf);
 
+/* The manager's ports: their count, the name of port `id` (NULL if out of range), and the id of the
+ * port called `name` (-1 if none). Ids are what SL_ACT_PORT takes as dest. */
+uint32_t sl_nf_port_count(const struct sl_nf *nf);
+const char *sl_nf_port_name(const struct sl_nf *nf, uint32_t id);
+int sl_nf_port_id(const struct sl_nf *nf, const char *name);
+
+/* A named counter that sluiced reports in this NF's `counters` (control API `nfs`/`stats`,
+ * `sluice stats`). Returns a pointer to its value, which the NF's one thread updates with plain
+ * stores (`*c += n`); asking again for the same name returns the same counter. NULL when the name
+ * is empty, longer than SL_COUNTER_NAME_MAX - 1, not made of [A-Za-z0-9_.:-], or SL_COUNTERS_MAX
+ * counters exist. Call after sl_nf_attach; the pointer is valid until sl_nf_detach. Registering
+ * is not for the hot path (a linear search); updating is. */
+uint64_t *sl_nf_counter(struct sl_nf *nf, const char *name);
+
 /* Counters kept by the SDK for this NF. */
 struct sl_nf_stats {
 	uint64_t rx_pkts, tx_pkts, batches, sleeps, wakeups;

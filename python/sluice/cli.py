@@ -197,6 +197,12 @@ def format_stats(st):
                            n.get("lent"), n.get("kicks"), drops_str(n.get("drops"))] for n in nfs]))
     else:
         out.append("(no NF attached)")
+    counted = [n for n in nfs if n.get("counters")]
+    if counted:
+        out.append("")
+        out.append("NF COUNTERS (the NFs' own, sl_nf_counter)")
+        for n in counted:
+            out.append(f"{n.get('name')}: " + "  ".join(f"{k}={v}" for k, v in n["counters"].items()))
     svcs = st.get("services", [])
     if svcs:
         out.append("")

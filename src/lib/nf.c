@@ -58,6 +58,8 @@ struct sl_nf {
 	size_t ring_map_size[2];
 	int stop;                    /* sl_nf_stop (atomic access) */
 	uint32_t nf_id, service_id, port_count;
+	struct sl_nf_info *info;     /* the info page (abi.h), NULL if the manager gave none */
+	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX]; /* copied from it at attach */
 	struct sl_nf_config cfg;
 	struct sl_nf_stats stats;
 	struct sl_region region[SL_REGIONS];
@@ -266,6 +268,25 @@ static int add_ring(struct sl_nf *nf, const struct sl_msg_add_ring *r, int *fds)
 	return err;
 }
 
+/* CONNECTED: find the info page in the TX ring's map of the ring memfd; copy the port names. An info
+ * page that does not fit or lacks the magic is ignored (no counters, no port names). */
+static void take_info(struct sl_nf *nf, const struct sl_msg_connected *c)
+{
+	size_t map = nf->ring_map_size[SL_RING_TX];
+	if (c->info_size < sizeof(struct sl_nf_info) || c->info_offset % SL_CACHE_LINE || c->info_offset > map ||
+	    c->info_size > map - c->info_offset)
+		return;
+	struct sl_nf_info *info = (struct sl_nf_info *)((uint8_t *)nf->ring_map[SL_RING_TX] + c->info_offset);
+	if (__atomic_load_n(&info->magic, __ATOMIC_ACQUIRE) != SL_ABI_MAGIC)
+		return;
+	nf->info = info;
+	uint32_t n = info->port_count < SL_INFO_PORTS_MAX ? info->port_count : SL_INFO_PORTS_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(nf->port_name[i], info->port_name[i], SL_NAME_MAX);
+		nf->port_name[i][SL_NAME_MAX - 1] = '\0';
+	}
+}
+
 static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
 {
 	struct sl_nf *nf = calloc(1, sizeof(*nf));
@@ -360,6 +381,7 @@ static int handshake(struct sl_nf *nf, uint64_t deadline)
 			nf->nf_id = m.u.connected.nf_id;
 			nf->service_id = m.u.connected.service_id;
 			nf->port_count = m.u.connected.port_count;
+			take_info(nf, &m.u.connected);
 			return SL_OK;
 		default: /* HELLO or INIT again */
 			err = SL_ERR_ORDER;
@@ -659,6 +681,57 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 uint32_t sl_nf_id(const struct sl_nf *nf) { return nf->nf_id; }
 uint32_t sl_nf_service_id(const struct sl_nf *nf) { return nf->service_id; }
 const char *sl_nf_name(const struct sl_nf *nf) { return nf->cfg.name; }
+
+uint32_t sl_nf_port_count(const struct sl_nf *nf) { return nf->port_count; }
+
+const char *sl_nf_port_name(const struct sl_nf *nf, uint32_t id)
+{
+	if (nf->info == NULL || id >= nf->port_count || id >= SL_INFO_PORTS_MAX)
+		return NULL;
+	return nf->port_name[id];
+}
+
+int sl_nf_port_id(const struct sl_nf *nf, const char *name)
+{
+	for (uint32_t i = 0; name != NULL && i < nf->port_count && i < SL_INFO_PORTS_MAX; i++)
+		if (nf->info != NULL && strcmp(nf->port_name[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int counter_name_ok(const char *name)
+{
+	size_t n = name ? strnlen(name, SL_COUNTER_NAME_MAX) : 0;
+	if (n == 0 || n >= SL_COUNTER_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+		      c == '.' || c == ':' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+uint64_t *sl_nf_counter(struct sl_nf *nf, const char *name)
+{
+	if (nf->info == NULL || !counter_name_ok(name))
+		return NULL;
+	uint32_t used = nf->info->counters_used;
+	if (used > SL_COUNTERS_MAX)
+		return NULL;
+	for (uint32_t i = 0; i < used; i++)
+		if (strncmp(nf->info->counter[i].name, name, SL_COUNTER_NAME_MAX) == 0)
+			return &nf->info->counter[i].value;
+	if (used == SL_COUNTERS_MAX)
+		return NULL;
+	struct sl_counter *c = &nf->info->counter[used];
+	memset(c->name, 0, sizeof(c->name));
+	memcpy(c->name, name, strlen(name));
+	c->value = 0;
+	__atomic_store_n(&nf->info->counters_used, used + 1, __ATOMIC_RELEASE); /* the name first */
+	return &c->value;
+}
 
 void sl_nf_get_stats(const struct sl_nf *nf, struct sl_nf_stats *st)
 {

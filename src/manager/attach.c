@@ -128,7 +128,7 @@ static int nf_rings_create(struct nf *nf)
 {
 	uint32_t slots = M.cfg.ring_size;
 	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(slots), 4096);
-	nf->ring_map_size = 2 * one;
+	nf->ring_map_size = 2 * one + NFINFO_BYTES;
 	nf->ring_fd = memfd_create("sluice-nf-rings", MFD_CLOEXEC);
 	if (nf->ring_fd < 0 || ftruncate(nf->ring_fd, (off_t)nf->ring_map_size) < 0)
 		return SL_ERR_NOMEM;
@@ -141,6 +141,11 @@ static int nf_rings_create(struct nf *nf)
 	nf->tx = (struct sl_ring *)((uint8_t *)nf->ring_map + one);
 	sl_ring_init(nf->rx, slots);
 	sl_ring_init(nf->tx, slots);
+	nf->info = (struct sl_nf_info *)((uint8_t *)nf->ring_map + 2 * one);
+	char names[SL_MAX_PORTS][SL_NAME_MAX];
+	for (uint32_t i = 0; i < M.nports && i < SL_MAX_PORTS; i++)
+		snprintf(names[i], SL_NAME_MAX, "%s", M.ports[i].name);
+	nfinfo_init(nf->info, (const char(*)[SL_NAME_MAX])names, M.nports);
 	nf->lend_max = slots;
 	nf->rx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	nf->tx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -155,6 +160,7 @@ static void nf_rings_destroy(struct nf *nf)
 		munmap(nf->ring_map, nf->ring_map_size);
 	nf->ring_map = NULL;
 	nf->rx = nf->tx = NULL;
+	nf->info = NULL;
 	if (nf->ring_fd >= 0)
 		close(nf->ring_fd);
 	if (nf->rx_kick_fd >= 0)
@@ -222,7 +228,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		nf->state = NF_ATTACHED;
 		sl_msg_init(&out, SL_MSG_CONNECTED);
 		out.u.connected = (struct sl_msg_connected){ .nf_id = c.nf, .service_id = nf->service,
-							     .port_count = M.nports };
+							     .port_count = M.nports, .info_offset = 2 * one,
+							     .info_size = NFINFO_BYTES };
 		ok = send_msg(nf->sock, &out, NULL, 0) == 0;
 	}
 	if (!ok) {

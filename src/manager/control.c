@@ -181,6 +181,17 @@ static json_t *j_ports(void)
 	return a;
 }
 
+/* The NF's own named counters (sl_nf_counter), validated by nfinfo_counters. */
+static json_t *j_nf_counters(const struct nf *nf)
+{
+	static struct sl_counter c[SL_COUNTERS_MAX];
+	json_t *o = json_object();
+	uint32_t n = nf->info ? nfinfo_counters(nf->info, c, SL_COUNTERS_MAX) : 0;
+	for (uint32_t i = 0; i < n; i++)
+		json_object_set_new(o, c[i].name, json_integer((json_int_t)c[i].value));
+	return o;
+}
+
 static json_t *j_nfs(void)
 {
 	json_t *a = json_array();
@@ -199,6 +210,7 @@ static json_t *j_nfs(void)
 				     (json_int_t)nf->st.drop_ring_full, "invalid_desc", (json_int_t)nf->st.drop_invalid);
 		json_object_set_new(j, "queued", json_integer(nf->rx ? sl_ring_count(nf->rx) : 0));
 		json_object_set_new(j, "draining", json_boolean(nf->draining));
+		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
 	}
 	return a;

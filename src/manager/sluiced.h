@@ -22,9 +22,11 @@
 #include "sluice/abi.h"
 #include "lend.h"
 #include "pktkey.h"
+#include "nfinfo.h"
 
 #define SLUICED_VERSION "0.1.0"
 #define SL_MAX_PORTS 32
+_Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the NF info page");
 #define SL_BURST 32
 #define SL_MAX_INSTANCES 64   /* replicas per service */
 #define SL_NAME_LEN SL_NAME_MAX
@@ -146,6 +148,7 @@ struct nf {
 	int tx_kick_fd;   /* NF -> manager eventfd (reserved; the worker polls) */
 	void *ring_map;
 	size_t ring_map_size;
+	struct sl_nf_info *info; /* in ring_map after the two rings (nfinfo.h) */
 	uint8_t inbuf[SL_MSG_SIZE];
 	size_t inlen;
 	uint64_t deadline_ms; /* attach must complete by then */
