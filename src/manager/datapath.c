@@ -58,24 +58,40 @@ static inline uint32_t mix32(uint32_t x)
 	return x;
 }
 
-/* Flow hash over the IPv4 5-tuple (bounds-checked), so a flow sticks to a replica. */
+/* Flow hash over the IPv4 or IPv6 5-tuple (bounds-checked), so a flow sticks to a replica. Symmetric:
+ * both directions of a connection hash alike, so a stateful NF with replicas sees the whole
+ * connection on one of them. IPv6: the fixed header's next header only (ports when it is TCP/UDP). */
 static uint32_t flow_hash(const struct rte_mbuf *m)
 {
 	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
-	uint32_t len = m->data_len;
-	if (len < sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr))
+	uint32_t len = m->data_len, l4 = 0, h;
+	uint8_t proto;
+	if (len < sizeof(struct rte_ether_hdr))
 		return 0;
 	const struct rte_ether_hdr *eth = (const void *)p;
-	if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+	const uint8_t *ip = p + sizeof(*eth);
+	if (eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) && len >= sizeof(*eth) + 20) {
+		uint32_t a, b;
+		memcpy(&a, ip + 12, 4);
+		memcpy(&b, ip + 16, 4);
+		proto = ip[9];
+		h = mix32(a) ^ mix32(b);
+		l4 = sizeof(*eth) + (ip[0] & 0xfu) * 4u;
+	} else if (eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) && len >= sizeof(*eth) + 40) {
+		uint32_t w[8];
+		memcpy(w, ip + 8, 32);
+		proto = ip[6];
+		h = mix32(w[0] ^ w[1] ^ mix32(w[2] ^ w[3])) ^ mix32(w[4] ^ w[5] ^ mix32(w[6] ^ w[7]));
+		l4 = sizeof(*eth) + 40;
+	} else {
 		return mix32(eth->ether_type);
-	const struct rte_ipv4_hdr *ip = (const void *)(p + sizeof(*eth));
-	uint32_t h = mix32(ip->src_addr) ^ mix32(ip->dst_addr + ip->next_proto_id);
-	uint32_t ihl = (ip->version_ihl & 0xf) * 4u;
-	if ((ip->next_proto_id == IPPROTO_TCP || ip->next_proto_id == IPPROTO_UDP) &&
-	    sizeof(*eth) + ihl + 4 <= len) {
-		uint32_t ports;
-		memcpy(&ports, p + sizeof(*eth) + ihl, 4);
-		h ^= mix32(ports);
+	}
+	h ^= mix32(proto + 0x100u);
+	if ((proto == IPPROTO_TCP || proto == IPPROTO_UDP) && l4 + 4 <= len) {
+		uint16_t sp, dp;
+		memcpy(&sp, p + l4, 2);
+		memcpy(&dp, p + l4 + 2, 2);
+		h ^= mix32(sp + 0x10000u) ^ mix32(dp + 0x10000u);
 	}
 	return h;
 }
