@@ -8,7 +8,8 @@
  *   cs_put16(ip + 10, ck);
  *
  * Incremental updates follow RFC 1624 (HC' = ~(~HC + ~m + m')), which never yields 0xffff-for-0
- * mistakes of RFC 1141. A UDP checksum of 0 means "none" over IPv4: callers leave it 0.
+ * mistakes of RFC 1141. A UDP checksum of 0 means "none" over IPv4: callers leave it 0; and a
+ * computed or updated UDP checksum that comes out 0 must be sent as 0xffff (RFC 768).
  */
 #ifndef SLUICE_NFS_CSUM_H
 #define SLUICE_NFS_CSUM_H
