@@ -661,7 +661,7 @@ static void flow_expire(uint64_t now)
 
 /* A burst through the rules (docs/steering.md): parse every packet's key; IP packets look up their
  * flow, and those whose flow was decided under the current rules follow it; the rest are classified
- * in one rte_acl call, and new flows are entered; then each packet is acted on. */
+ * in one classifier call, and new flows are entered; then each packet is acted on. */
 static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t pi, struct rte_mbuf **pkts,
 			uint16_t n)
 {
@@ -679,7 +679,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		if (unlikely(sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)pi,
 					      &keys[ng]) < 0)) {
 			M.ports[pi].st.malformed++;
-			if (sr->acl)
+			if (sr->acl.n)
 				steer_act(rt, sr->malformed, pi, m, &M.drops.malformed, NULL);
 			else /* no rules: as if not parsed */
 				first_hop(rt, pi, m);
@@ -708,7 +708,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		data[na] = (const uint8_t *)&keys[g];
 		aidx[na++] = g;
 	}
-	if (!sr->acl || (na && unlikely(rte_acl_classify(sr->acl, data, hit, na, 1) != 0)))
+	if (!sr->acl.n || (na && unlikely(steer_acl_classify(&sr->acl, data, hit, na) != 0)))
 		memset(hit, 0, sizeof(hit)); /* no rules (only NF-pinned flows): the default path */
 	uint64_t now = rte_rdtsc();
 	for (uint16_t k = 0; k < na; k++) {
@@ -834,7 +834,7 @@ int worker_main(void *arg)
 			}
 			p->st.rx_pkts += n;
 			p->st.rx_bytes += bytes;
-			if (sr->acl || M.flow_st.pinned)
+			if (sr->acl.n || M.flow_st.pinned)
 				steer_burst(rt, sr, pi, pkts, ok);
 			else
 				for (uint16_t i = 0; i < ok; i++)

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -247,19 +248,49 @@ struct steer_rule {
 	uint32_t depth;
 };
 
+/* Rules compiled into rte_acl contexts. One context holds at most 8 tries, which rules of many
+ * different shapes (sets of matched fields) overflow; such a rule set is split over several
+ * contexts, all searched, the best hit kept. n == 0: no rules. */
+struct steer_acl {
+	unsigned n;
+	struct rte_acl_ctx **ctx;
+};
+
 /* The classifier the worker uses: immutable once published, replaced whole. */
 struct steer {
 	uint32_t gen;             /* build generation: flows decided under another one are re-checked */
-	struct rte_acl_ctx *acl;  /* NULL: no rules, packets are not parsed */
+	struct steer_acl acl;     /* acl.n == 0: no rules, packets are not parsed */
 	uint32_t nrules;
 	struct steer_rule *rules; /* evaluation order; ACL userdata = index + 1 */
 	struct steer_action malformed;
 	bool poll_port[SL_MAX_PORTS]; /* named by a rule's in_port: polled even without a chain */
 	/* payload rules: when a winner's pattern is not in the payload, the best header-only rule */
-	struct rte_acl_ctx *acl_hdr;  /* header-only rules (same userdata), NULL: no payload rules */
+	struct steer_acl acl_hdr;     /* header-only rules (same userdata), n == 0: none */
 	struct hs_scratch *scratch;   /* the worker's Hyperscan scratch */
 	struct hs_scratch *ctl_scratch; /* the control thread's (classify) */
 };
+
+/* Classify n keys over every context of a: hit[i] = the best match's userdata (ACL userdata is the
+ * evaluation index + 1, so the lowest wins), 0: none. 0, or -1 when rte_acl fails. */
+static inline int steer_acl_classify(const struct steer_acl *a, const uint8_t **data, uint32_t *hit, uint32_t n)
+{
+	if (a->n == 0) {
+		memset(hit, 0, n * sizeof(*hit));
+		return 0;
+	}
+	if (rte_acl_classify(a->ctx[0], data, hit, n, 1) != 0)
+		return -1;
+	for (unsigned c = 1; c < a->n; c++)
+		for (uint32_t s = 0; s < n; s += SL_BURST) {
+			uint32_t h[SL_BURST], k = n - s < SL_BURST ? n - s : SL_BURST;
+			if (rte_acl_classify(a->ctx[c], data + s, h, k, 1) != 0)
+				return -1;
+			for (uint32_t i = 0; i < k; i++)
+				if (h[i] && (hit[s + i] == 0 || h[i] < hit[s + i]))
+					hit[s + i] = h[i];
+		}
+	return 0;
+}
 
 struct steer_result {
 	bool malformed;

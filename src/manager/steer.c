@@ -9,6 +9,7 @@
  * object, one per rule, so they survive rebuilds.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <hs/hs.h>
 #include <rte_acl.h>
 #include <rte_errno.h>
+#include <rte_log.h>
 
 #include "pktkey.h"
 #include "sluiced.h"
@@ -475,12 +477,121 @@ const struct rule **rules_sorted(const struct rule *rules, unsigned n)
 
 /* ---- the classifier ---- */
 
+static void acl_set_free(struct steer_acl *a)
+{
+	for (unsigned i = 0; i < a->n; i++)
+		rte_acl_free(a->ctx[i]);
+	free(a->ctx);
+	a->n = 0;
+	a->ctx = NULL;
+}
+
+/* The fields a compiled rule matches on, one bit per rte_acl field. */
+static uint32_t rule_shape(const struct acl_rule *r)
+{
+	uint32_t shape = 0;
+	for (unsigned f = 0; f < F_NUM; f++) {
+		const struct rte_acl_field *x = &r->field[f];
+		bool any = f == F_SPORT || f == F_DPORT ? x->value.u16 == 0 && x->mask_range.u16 == 0xffff
+							: x->mask_range.u64 == 0;
+		shape |= (uint32_t)!any << f;
+	}
+	return shape;
+}
+
+static int shape_order(const void *a, const void *b)
+{
+	const struct acl_rule *x = a, *y = b;
+	uint32_t sx = rule_shape(x), sy = rule_shape(y);
+	if (sx != sy)
+		return sx < sy ? -1 : 1;
+	return x->data.userdata < y->data.userdata ? -1 : x->data.userdata > y->data.userdata;
+}
+
+/* One rte_acl context over ar[0..n); 0 or a negative errno. */
+static int acl_one(struct rte_acl_ctx **out, const struct acl_rule *ar, unsigned n, const char *name)
+{
+	struct rte_acl_param prm = { .name = name, .socket_id = SOCKET_ID_ANY, .rule_size = RTE_ACL_RULE_SZ(F_NUM),
+				     .max_rule_num = n };
+	struct rte_acl_config cfg;
+	acl_defs(&cfg);
+	struct rte_acl_ctx *c = rte_acl_create(&prm);
+	if (!c)
+		return rte_errno ? -rte_errno : -ENOMEM;
+	int rc = rte_acl_add_rules(c, (const struct rte_acl_rule *)ar, n);
+	if (rc == 0)
+		rc = rte_acl_build(c, &cfg);
+	if (rc != 0) {
+		rte_acl_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Compile ar[0..n) (userdata = evaluation index + 1) into as few contexts as rte_acl takes: all in
+ * one if it can; else the rules grouped by shape (same-shape rules share tries) in runs, the run
+ * length halved when a run does not build ("Exceeded max number of tries" is -ENOMEM) and kept for
+ * the next run when it does. 0, or -1 with err. */
+static int acl_set_build(struct steer_acl *set, const struct acl_rule *ar, unsigned n, unsigned gen, char kind,
+			 char *err, size_t errlen)
+{
+	set->n = 0;
+	set->ctx = NULL;
+	if (n == 0)
+		return 0;
+	struct acl_rule *v = malloc(n * sizeof(*v));
+	if (!v)
+		return fail(err, errlen, "out of memory for %u rules", n);
+	memcpy(v, ar, n * sizeof(*v));
+	unsigned pos = 0, size = n, attempt = 0, cap = 0;
+	int rc = 0, acl_log = rte_log_get_level(RTE_LOGTYPE_ACL);
+	rte_log_set_level(RTE_LOGTYPE_ACL, RTE_LOG_CRIT); /* a run too big is expected: no error lines */
+	while (pos < n) {
+		if (size > n - pos)
+			size = n - pos;
+		if (set->n == cap) {
+			struct rte_acl_ctx **g = realloc(set->ctx, (cap ? 2 * cap : 4) * sizeof(*g));
+			if (!g) {
+				rc = -ENOMEM;
+				break;
+			}
+			set->ctx = g;
+			cap = cap ? 2 * cap : 4;
+		}
+		char name[RTE_ACL_NAMESIZE];
+		snprintf(name, sizeof(name), "sluice-steer-%u-%c%u", gen, kind, attempt++);
+		struct rte_acl_ctx *c = NULL;
+		rc = acl_one(&c, v + pos, size, name);
+		if (rc == 0) {
+			set->ctx[set->n++] = c;
+			pos += size;
+			continue;
+		}
+		if (rc != -ENOMEM || size == 1)
+			break;
+		if (pos == 0 && size == n) /* not in one context: group the rules by shape first */
+			qsort(v, n, sizeof(*v), shape_order);
+		size = (size + 1) / 2;
+	}
+	free(v);
+	if (acl_log >= 0)
+		rte_log_set_level(RTE_LOGTYPE_ACL, (uint32_t)acl_log);
+	if (pos < n) {
+		acl_set_free(set);
+		return fail(err, errlen, "building the classifier for %u rules failed: %s", n, strerror(-rc));
+	}
+	if (set->n > 1)
+		LOG("steering: %u rules too varied for one rte_acl context: %u contexts, each searched", n, set->n);
+	return 0;
+}
+
 void steer_free(struct steer *s)
 {
 	if (!s)
 		return;
-	rte_acl_free(s->acl);
-	rte_acl_free(s->acl_hdr);
+	acl_set_free(&s->acl);
+	acl_set_free(&s->acl_hdr);
 	hs_free_scratch(s->scratch);
 	hs_free_scratch(s->ctl_scratch);
 	free(s->rules);
@@ -517,43 +628,16 @@ struct steer *steer_build(const struct rule *rules, unsigned n, struct steer_act
 		if (r->fields[F_IN_PORT].mask_range.u8)
 			s->poll_port[r->fields[F_IN_PORT].value.u8] = true;
 	}
-	if (n > 0) {
-		char name[RTE_ACL_NAMESIZE];
-		snprintf(name, sizeof(name), "sluice-steer-%u", s->gen);
-		struct rte_acl_param prm = { .name = name, .socket_id = SOCKET_ID_ANY,
-					     .rule_size = RTE_ACL_RULE_SZ(F_NUM), .max_rule_num = n };
-		struct rte_acl_config cfg;
-		acl_defs(&cfg);
-		int rc;
-		if (!(s->acl = rte_acl_create(&prm))) {
-			fail(err, errlen, "rte_acl_create: %s", rte_strerror(rte_errno));
-			goto fail;
-		}
-		if ((rc = rte_acl_add_rules(s->acl, (const struct rte_acl_rule *)ar, n)) != 0 ||
-		    (rc = rte_acl_build(s->acl, &cfg)) != 0) {
-			fail(err, errlen, "building the classifier for %u rules failed: %s", n, strerror(-rc));
-			goto fail;
-		}
-	}
+	if (acl_set_build(&s->acl, ar, n, s->gen, 'a', err, errlen) < 0)
+		goto fail;
 	if (npayload > 0) {
 		/* the fallback when a payload rule's pattern is absent: the header-only rules alone */
 		unsigned nh = 0;
 		for (unsigned i = 0; i < n; i++)
 			if (!order[i]->payload)
 				ar[nh++] = ar[i];
-		char name[RTE_ACL_NAMESIZE];
-		snprintf(name, sizeof(name), "sluice-steer-%u-h", s->gen);
-		struct rte_acl_param prm = { .name = name, .socket_id = SOCKET_ID_ANY,
-					     .rule_size = RTE_ACL_RULE_SZ(F_NUM), .max_rule_num = nh + 1 };
-		struct rte_acl_config cfg;
-		acl_defs(&cfg);
-		int rc = 0;
-		if (nh > 0 && (!(s->acl_hdr = rte_acl_create(&prm)) ||
-			       (rc = rte_acl_add_rules(s->acl_hdr, (const struct rte_acl_rule *)ar, nh)) != 0 ||
-			       (rc = rte_acl_build(s->acl_hdr, &cfg)) != 0)) {
-			fail(err, errlen, "building the header-only classifier failed: %s", rc ? strerror(-rc) : "no memory");
+		if (acl_set_build(&s->acl_hdr, ar, nh, s->gen, 'h', err, errlen) < 0)
 			goto fail;
-		}
 		if (hs_clone_scratch(s->scratch, &s->ctl_scratch) != HS_SUCCESS) {
 			fail(err, errlen, "out of memory for the payload matcher");
 			goto fail;
@@ -594,7 +678,7 @@ uint32_t steer_payload_resolve(const struct steer *s, uint32_t hit, const uint8_
 	}
 	uint32_t h = 0;
 	const uint8_t *data[1] = { (const uint8_t *)k };
-	if (s->acl_hdr && rte_acl_classify(s->acl_hdr, data, &h, 1, 1) != 0)
+	if (steer_acl_classify(&s->acl_hdr, data, &h, 1) != 0)
 		h = 0;
 	return h;
 }
@@ -604,7 +688,7 @@ int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len
 {
 	struct sl_pkt_key k;
 	memset(res, 0, sizeof(*res));
-	if (!s->acl) /* no rules: packets are not parsed (as in the worker) */
+	if (!s->acl.n) /* no rules: packets are not parsed (as in the worker) */
 		return 0;
 	if (sl_pkt_key_parse(frame, len, in_port, &k) < 0) {
 		res->malformed = true;
@@ -613,7 +697,7 @@ int steer_classify_one(const struct steer *s, const uint8_t *frame, uint32_t len
 	}
 	uint32_t hit = 0;
 	const uint8_t *data[1] = { (const uint8_t *)&k };
-	if (s->acl && rte_acl_classify(s->acl, data, &hit, 1, 1) != 0)
+	if (steer_acl_classify(&s->acl, data, &hit, 1) != 0)
 		return -1;
 	hit = steer_payload_resolve(s, hit, frame, &k, s->ctl_scratch, &res->undecided);
 	if (hit) {
