@@ -11,7 +11,10 @@ and is removed in fixture finalizers, also when the test fails:
 - ``Net`` (fixture ``net``)            network namespaces and veth pairs, torn down on teardown.
 - ``write_config`` / ``run_sluiced_once``  for configs that must be rejected.
 
-Only one sluiced runs at a time (it pins lcores 0 and 1); the tests are serial.
+Several pytest runs may share the machine: sluiced runs ``--in-memory`` with its own socket dir,
+and each namespace/veth is claimed by the pytest process that made it (``/run/sluice-tests``), so
+``stale_cleanup()`` only removes names whose owner died. Give each test file its own ``slt-`` names.
+CI runs the tests serially; timing-sensitive tests are steadier that way.
 """
 
 import contextlib
@@ -398,20 +401,56 @@ def no_offloads(dev, ns=None):
        check=False, ns=ns)
 
 
+OWNERS_DIR = "/run/sluice-tests"
+
+
+def _claim(name):
+    """Record that this test process owns `name` (a namespace or link), so another pytest run's
+    stale_cleanup() leaves it alone while we are alive."""
+    os.makedirs(OWNERS_DIR, exist_ok=True)
+    with open(os.path.join(OWNERS_DIR, name), "w") as f:
+        f.write(str(os.getpid()))
+
+
+def _release(name):
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(OWNERS_DIR, name))
+
+
+def _owned_by_live_process(name):
+    try:
+        with open(os.path.join(OWNERS_DIR, name)) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return False
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def stale_cleanup():
-    """Remove slt-* namespaces and links left by an earlier, killed run."""
+    """Remove slt-* namespaces and links left by an earlier, killed run. Names claimed by a
+    still-running test process (another pytest run in parallel) are left alone."""
     cp = sh("ip", "-o", "netns", "list", check=False)
     for line in cp.stdout.splitlines():
         name = line.split()[0] if line.split() else ""
-        if name.startswith(PREFIX):
+        if name.startswith(PREFIX) and not _owned_by_live_process(name):
             sh("ip", "netns", "del", name, check=False)
+            _release(name)
     cp = sh("ip", "-o", "link", "show", check=False)
     for line in cp.stdout.splitlines():
         parts = line.split(":")
         if len(parts) > 1:
             name = parts[1].strip().split("@")[0]
-            if name.startswith(PREFIX):
+            if name.startswith(PREFIX) and not _owned_by_live_process(name):
                 sh("ip", "link", "del", name, check=False)
+                _release(name)
 
 
 class Net:
@@ -424,6 +463,7 @@ class Net:
 
     def add_ns(self, name):
         assert name.startswith(PREFIX), name
+        _claim(name)
         sh("ip", "netns", "del", name, check=False)
         sh("ip", "netns", "add", name)
         self.namespaces.append(name)
@@ -433,6 +473,7 @@ class Net:
     def add_veth(self, host, peer, peer_ns=None, peer_addr=None, mac=None):
         """veth pair host<->peer; peer moved into peer_ns and given peer_addr (CIDR). Offloads off."""
         assert host.startswith(PREFIX) and peer.startswith(PREFIX)
+        _claim(host)
         if link_exists(host):
             sh("ip", "link", "del", host, check=False)
         sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
@@ -471,8 +512,10 @@ class Net:
         for l in reversed(self.links):
             if link_exists(l):
                 sh("ip", "link", "del", l, check=False)
+            _release(l)
         for n in reversed(self.namespaces):
             sh("ip", "netns", "del", n, check=False)
+            _release(n)
         self.links.clear()
         self.namespaces.clear()
 
