@@ -59,8 +59,29 @@ enum sl_action {
 	SL_ACT_TO_NF = 1,  /* dest = service id: hand to that service */
 	SL_ACT_OUT = 2,    /* dest = port id: transmit on that port */
 	SL_ACT_DROP = 3,   /* give the buffer back to the pool */
+	SL_ACT_OUT_SET = 4, /* transmit on several ports: the struct sl_out_set in the headroom, just
+	                     * before the data, says which (dest ignored; flooding, multicast) */
 	SL_ACT__COUNT
 };
+
+/* The port set of an SL_ACT_OUT_SET packet, written by the NF in the buffer's headroom at
+ * (data - sizeof(struct sl_out_set)); the descriptor's headroom must hold it. Bit i of a mask is
+ * port id i. Every port in `as_is` transmits the buffer as the NF returned it (shared by reference
+ * count: no copy); every port in `untag` gets the frame without its outer 802.1Q/802.1ad tag, and
+ * every port in `tag` gets it with an 802.1Q tag of TCI `tci` pushed after the MAC addresses: these
+ * two need a copy of the frame each (the only copies the manager makes; counted). A port in
+ * several masks gets one frame per mask. A bit naming no port, or a wrong magic, makes the whole
+ * descriptor invalid (the packet is dropped and counted as an invalid descriptor). */
+#define SL_OUT_SET_MAGIC 0x5e75
+struct sl_out_set {
+	uint64_t as_is;
+	uint64_t untag;
+	uint64_t tag;
+	uint16_t tci;
+	uint16_t magic;   /* SL_OUT_SET_MAGIC */
+	uint32_t reserved; /* 0 */
+};
+_Static_assert(sizeof(struct sl_out_set) == 32, "sl_out_set is 32 bytes");
 
 /* Flags an NF may or into `action` with an action (docs/steering.md "NF-directed steering"): the
  * manager enters this packet's flow (ingress port + 5-tuple of the headers as returned) in its

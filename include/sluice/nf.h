@@ -25,6 +25,7 @@
 #define SLUICE_NF_H
 
 #include <stdint.h>
+#include <string.h>
 #include "sluice/abi.h"
 
 #ifdef __cplusplus
@@ -155,6 +156,22 @@ static inline void sl_pkt_set_action(struct sl_pkt *p, enum sl_action a, uint16_
 {
 	p->d.action = (uint8_t)a;
 	p->d.dest = dest;
+}
+
+/* Transmit the packet on several ports (SL_ACT_OUT_SET; struct sl_out_set in abi.h says what each
+ * mask means): writes the port set into the headroom just before the data. Returns 0, or -1 if the
+ * headroom is shorter than a struct sl_out_set (the action is then left unchanged). */
+static inline int sl_pkt_set_out_set(struct sl_pkt *p, uint64_t as_is, uint64_t untag, uint64_t tag,
+				     uint16_t tci)
+{
+	if (p->d.head < sizeof(struct sl_out_set))
+		return -1;
+	struct sl_out_set s = { .as_is = as_is, .untag = untag, .tag = tag, .tci = tci,
+				.magic = SL_OUT_SET_MAGIC, .reserved = 0 };
+	memcpy(sl_pkt_data(p) - sizeof(s), &s, sizeof(s));
+	p->d.action = (uint8_t)SL_ACT_OUT_SET;
+	p->d.dest = 0;
+	return 0;
 }
 
 /* As sl_pkt_set_action, and make it the path of the packet's whole flow: the manager enters the flow

@@ -223,6 +223,9 @@ def format_stats(st):
     pool = st.get("pool") or {}
     if pool:
         out.append(f"POOL   mbufs={pool.get('mbufs')}  free={pool.get('free')}  lent={pool.get('lent')}")
+    oset = st.get("out_set") or {}
+    if oset.get("packets"):
+        out.append(f"PORT SETS  packets={oset.get('packets')}  frames={oset.get('frames')}  copies={oset.get('copies')}")
     return "\n".join(out)
 
 

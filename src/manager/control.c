@@ -555,14 +555,17 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return ok_with("chains", j_chains());
 	if (!strcmp(c, "stats")) {
 		const struct drops *d = &M.drops;
-		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
+		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
 				 j_ports(), "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool",
 				 j_pool(), "drops", "ring_full", (json_int_t)d->ring_full, "no_path",
 				 (json_int_t)d->no_path, "nf_gone", (json_int_t)d->nf_gone, "invalid_desc",
 				 (json_int_t)d->invalid_desc, "tx_full", (json_int_t)d->tx_full, "rx_invalid",
 				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
-				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached);
+				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached, "no_buffer", (json_int_t)d->no_buffer);
 		json_object_set_new(st, "flows", j_flows());
+		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)M.out_set.packets,
+							      "frames", (json_int_t)M.out_set.frames, "copies",
+							      (json_int_t)M.out_set.copies));
 		return st;
 	}
 	if (!strcmp(c, "chain_set"))

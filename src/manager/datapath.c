@@ -341,6 +341,90 @@ static inline uint8_t hop_of(const struct route *rt, uint16_t c, uint16_t svc)
 	return SL_HOP_DETACHED;
 }
 
+/* A copy of the frame in m for one SL_ACT_OUT_SET port, without its outer VLAN tag (tci < 0) or with
+ * an 802.1Q tag pushed. NULL if the pool is empty (counted) or the frame would not fit. */
+static struct rte_mbuf *out_set_copy(const struct rte_mbuf *m, int tci)
+{
+	const uint8_t *src = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t len = m->data_len;
+	struct rte_mbuf *c = rte_pktmbuf_alloc(M.region.pool);
+	if (unlikely(!c)) {
+		M.drops.no_buffer++;
+		return NULL;
+	}
+	uint32_t out_len = tci < 0 ? len - 4 : len + 4;
+	char *dst = rte_pktmbuf_append(c, (uint16_t)out_len);
+	if (unlikely(!dst)) {
+		M.drops.no_buffer++;
+		rte_pktmbuf_free(c);
+		return NULL;
+	}
+	memcpy(dst, src, 12);
+	if (tci < 0) {
+		memcpy(dst + 12, src + 16, len - 16);
+	} else {
+		dst[12] = 0x81;
+		dst[13] = 0x00;
+		dst[14] = (char)(tci >> 8);
+		dst[15] = (char)tci;
+		memcpy(dst + 16, src + 12, len - 12);
+	}
+	M.out_set.copies++;
+	return c;
+}
+
+static inline bool has_outer_vlan(const struct rte_mbuf *m)
+{
+	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
+	if (m->data_len < 18)
+		return false;
+	uint16_t et = (uint16_t)(p[12] << 8 | p[13]);
+	return et == RTE_ETHER_TYPE_VLAN || et == RTE_ETHER_TYPE_QINQ;
+}
+
+/* SL_ACT_OUT_SET (abi.h): the NF's port set sits just before the data. as_is ports share m (one
+ * reference each), untag/tag ports get copies. Returns false if the set is invalid (caller drops). */
+static bool out_set(struct rte_mbuf *m)
+{
+	struct sl_out_set s;
+	memcpy(&s, rte_pktmbuf_mtod(m, const uint8_t *) - sizeof(s), sizeof(s));
+	uint64_t valid = M.nports >= 64 ? ~0ull : (1ull << M.nports) - 1;
+	if (unlikely(s.magic != SL_OUT_SET_MAGIC || s.reserved || ((s.as_is | s.untag | s.tag) & ~valid) ||
+		     m->data_len < 14))
+		return false;
+	M.out_set.packets++;
+	uint64_t share = s.as_is, untag = s.untag;
+	if (!has_outer_vlan(m)) { /* nothing to strip: those ports take the frame as it is */
+		share |= untag;
+		untag = 0;
+	}
+	for (uint64_t b = untag; b; b &= b - 1) {
+		struct rte_mbuf *c = out_set_copy(m, -1);
+		if (c) {
+			M.out_set.frames++;
+			to_port((uint16_t)__builtin_ctzll(b), c);
+		}
+	}
+	for (uint64_t b = s.tag; b; b &= b - 1) {
+		struct rte_mbuf *c = m->data_len + 4u <= M.region.buf_size - M.region.headroom ? out_set_copy(m, s.tci) : NULL;
+		if (c) {
+			M.out_set.frames++;
+			to_port((uint16_t)__builtin_ctzll(b), c);
+		}
+	}
+	unsigned n = (unsigned)__builtin_popcountll(share);
+	if (n == 0) {
+		drop(m);
+		return true;
+	}
+	if (n > 1)
+		rte_mbuf_refcnt_update(m, (int16_t)(n - 1));
+	M.out_set.frames += n;
+	for (uint64_t b = share; b; b &= b - 1)
+		to_port((uint16_t)__builtin_ctzll(b), m);
+	return true;
+}
+
 static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, const struct route *rt)
 {
 	struct region *r = &M.region;
@@ -375,6 +459,13 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 		break;
 	case SL_ACT_TO_NF:
 		to_service(d->dest, m, st->chain, hop_of(rt, st->chain, d->dest), st->in_port);
+		break;
+	case SL_ACT_OUT_SET:
+		if (unlikely(!out_set(m))) {
+			nf->st.drop_invalid++;
+			M.drops.invalid_desc++;
+			drop(m);
+		}
 		break;
 	default: /* SL_ACT_DROP */
 		drop(m);

@@ -27,6 +27,11 @@ enum sl_desc_verdict sl_lend_check(const struct sl_lend *l, const struct sl_desc
 		return d->dest < nports ? SL_DESC_OK : SL_DESC_BAD_DEST;
 	case SL_ACT_TO_NF:
 		return d->dest < nservices ? SL_DESC_OK : SL_DESC_BAD_DEST;
+	case SL_ACT_OUT_SET: /* the port set lives in the headroom; its masks are checked on use. No flow
+			      * entry can hold a port set, so PIN/UNPIN are refused with it. */
+		if (flags)
+			return SL_DESC_BAD_ACTION;
+		return d->head >= sizeof(struct sl_out_set) ? SL_DESC_OK : SL_DESC_BAD_RANGE;
 	default:
 		return SL_DESC_BAD_ACTION;
 	}

@@ -210,6 +210,13 @@ struct drops {
 	uint64_t ring_full, no_path, nf_gone, invalid_desc, tx_full, rx_invalid;
 	uint64_t rule, malformed; /* a rule's drop action; the malformed action dropping */
 	uint64_t nf_detached;     /* buffers an NF still held when it detached (reclaimed) */
+	uint64_t no_buffer;       /* an SL_ACT_OUT_SET copy found the pool empty (that port's frame lost) */
+};
+
+/* SL_ACT_OUT_SET traffic (abi.h struct sl_out_set): packets NFs sent to port sets, frames that left
+ * for them, and how many of those frames needed a copy (VLAN untag/tag). Worker writes. */
+struct out_set_stats {
+	uint64_t packets, frames, copies;
 };
 
 /* ---- steering (steer.c, docs/steering.md) ---- */
@@ -395,6 +402,7 @@ struct manager {
 	uint32_t next_rule_id;
 	struct steer_action malformed;
 	struct flow_stats flow_st;  /* worker writes */
+	struct out_set_stats out_set; /* worker writes */
 	struct drops drops;         /* worker writes */
 	struct rte_ring *cmdq;      /* control -> worker */
 	unsigned worker_lcore;

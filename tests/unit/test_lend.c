@@ -127,6 +127,18 @@ static void test_forged(void)
 	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_ACTION);
 	f.action = SL_ACT__COUNT | SL_ACT_F_PIN;
 	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_ACTION);
+	/* port sets: the set needs headroom to live in; no flow flags (a flow entry cannot hold a set) */
+	f = d;
+	f.action = SL_ACT_OUT_SET;
+	f.dest = 0xffff; /* ignored */
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), d.head >= sizeof(struct sl_out_set) ? SL_DESC_OK : SL_DESC_BAD_RANGE);
+	f.action = SL_ACT_OUT_SET | SL_ACT_F_PIN;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_ACTION);
+	f = d;
+	f.action = SL_ACT_OUT_SET;
+	f.head = sizeof(struct sl_out_set) - 1;
+	f.off = buf_off[d.buf] + f.head;
+	CHECK_EQ(sl_lend_check(&L, &f, 1, 2, 9), SL_DESC_BAD_RANGE);
 }
 
 static void test_double_return(void)
