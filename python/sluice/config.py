@@ -223,7 +223,7 @@ def _sluiced(v, path="sluiced"):
             raise ConfigError(f"{path}.ring_size", f"must be a power of two 16..65536 (got {rs})")
         out["ring_size"] = rs
     if "max_nfs" in v:
-        out["max_nfs"] = _int(v["max_nfs"], f"{path}.max_nfs", 1, 4096)
+        out["max_nfs"] = _int(v["max_nfs"], f"{path}.max_nfs", 1, 16384)
     if "huge_pages" in v:
         hp = v["huge_pages"]
         # YAML 1.1 reads bare on/off as booleans: take them back.

@@ -116,7 +116,7 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 	if (check_keys(s, "sluiced", keys, err, errlen) ||
 	    get_uint(s, "pool_mbufs", &c->pool_mbufs, 1024, 1u << 20, false, err, errlen) ||
 	    get_uint(s, "ring_size", &c->ring_size, 16, 65536, true, err, errlen) ||
-	    get_uint(s, "max_nfs", &c->max_nfs, 1, 4096, false, err, errlen))
+	    get_uint(s, "max_nfs", &c->max_nfs, 1, SL_MAX_NFS_LIMIT, false, err, errlen))
 		return -1;
 	json_t *h = json_object_get(s, "huge_pages");
 	if (h) {

@@ -225,9 +225,11 @@ static json_t *j_services(void)
 		uint16_t n = s->ninst;
 		for (uint16_t k = 0; k < n && k < SL_MAX_INSTANCES; k++)
 			json_array_append_new(inst, json_string(M.nfs[s->inst[k]].name));
-		json_array_append_new(a, json_pack("{s:I,s:s,s:s,s:o,s:{s:I}}", "id", (json_int_t)i, "name", s->name,
-						   "policy", svc_policy_names[s->policy], "instances", inst, "drops",
-						   "nf_gone", (json_int_t)s->drop_nf_gone));
+		json_array_append_new(a, json_pack("{s:I,s:s,s:s,s:o,s:b,s:{s:I,s:I}}", "id", (json_int_t)i, "name",
+						   s->name, "policy", svc_policy_names[s->policy], "instances", inst,
+						   "saturated", s->saturated, "drops", "nf_gone",
+						   (json_int_t)s->drop_nf_gone, "backpressure",
+						   (json_int_t)s->drop_backpressure));
 	}
 	return a;
 }
@@ -260,6 +262,14 @@ static json_t *j_status(void)
 			 (json_int_t)lent_total(), "nf_count", (json_int_t)nnf, "port_count",
 			 (json_int_t)M.nports, "chain_count", (json_int_t)M.route->nchains, "worker_lcore",
 			 (json_int_t)M.worker_lcore, "max_nfs", (json_int_t)M.max_nfs);
+}
+
+static json_t *j_active_set(void)
+{
+	uint32_t b, p, w;
+	worker_active_set(&b, &p, &w);
+	return json_pack("{s:I,s:I,s:I,s:I}", "busy", (json_int_t)b, "parked", (json_int_t)p, "waiting",
+			 (json_int_t)w, "doorbells", (json_int_t)M.doorbells);
 }
 
 static json_t *error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -555,14 +565,15 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return ok_with("chains", j_chains());
 	if (!strcmp(c, "stats")) {
 		const struct drops *d = &M.drops;
-		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
+		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
 				 j_ports(), "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool",
 				 j_pool(), "drops", "ring_full", (json_int_t)d->ring_full, "no_path",
 				 (json_int_t)d->no_path, "nf_gone", (json_int_t)d->nf_gone, "invalid_desc",
 				 (json_int_t)d->invalid_desc, "tx_full", (json_int_t)d->tx_full, "rx_invalid",
 				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
-				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached, "no_buffer", (json_int_t)d->no_buffer);
+				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached, "no_buffer", (json_int_t)d->no_buffer, "backpressure", (json_int_t)d->backpressure);
 		json_object_set_new(st, "flows", j_flows());
+		json_object_set_new(st, "active_set", j_active_set());
 		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)M.out_set.packets,
 							      "frames", (json_int_t)M.out_set.frames, "copies",
 							      (json_int_t)M.out_set.copies));

@@ -3,15 +3,18 @@
  * The worker: one lcore, batch-oriented end to end.
  *
  *   RX burst from every port -> first hop (ingress port -> chain) -> stage
- *   descriptors per NF -> drain every NF's TX ring -> act on each returned
+ *   descriptors per NF -> drain the TX rings of NFs holding packets (the active
+ *   set, below) -> act on each returned
  *   descriptor (NEXT / TO_NF / OUT / DROP) -> flush NF staging into RX rings
  *   (kicking sleepers) and port staging into TX bursts.
  *
  * Nothing here allocates, locks or logs per packet. Control changes arrive as
  * commands executed at the top of the loop, between bursts.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -28,13 +31,27 @@
 #include "pktkey.h"
 #include "sluiced.h"
 
-/* Worker-private lists (ids into M.nfs). */
-static uint16_t *active;   /* attached NFs, polled for returns */
-static uint32_t nactive;
+/* Worker-private lists (ids into M.nfs).
+ *
+ * Active set: the worker never walks every attached NF. An NF that holds no buffers cannot return
+ * anything (NF_SET_NONE, on no list); one that holds some is BUSY and drained every loop, until it
+ * returned everything or is seen asleep with nothing to return: then it is PARKED and rejoins BUSY
+ * when kicked, or when it rings its doorbell (the TX ring's need_kick, set while parked, makes the
+ * SDK kick the TX eventfd after it publishes: an NF woken by a signal, or one that found more work
+ * just as it was parked). So the loop's cost grows with the NFs that have packets in flight,
+ * not with the NFs attached. Sleepers with packets waiting for a kick are on `waiting`, scanned
+ * only when the earliest deadline is due. */
+static uint16_t *busy;
+static uint32_t nbusy;
+static uint16_t *parked;
+static uint32_t nparked;
+static int bell_ep = -1;           /* epoll over every NF's TX eventfd (its doorbell) */
+static uint64_t next_bell_check;
 static uint16_t *dirty;    /* NFs with staged descriptors */
 static uint32_t ndirty;
 static uint16_t *waiting;  /* sleeping NFs with packets waiting for a kick */
 static uint32_t nwaiting;
+static uint64_t next_deadline; /* earliest first_wait + timeout on `waiting` (UINT64_MAX: none) */
 static uint16_t *dirty_ports;
 static uint32_t ndirty_ports;
 /* The flow table (docs/steering.md "Flows"): key position in flow_h -> flows[] */
@@ -135,12 +152,68 @@ static inline uint16_t pick_instance(struct service *s, const struct rte_mbuf *m
 	return pick;
 }
 
+static void set_leave(struct nf *nf)
+{
+	uint16_t *list = nf->set == NF_SET_BUSY ? busy : parked;
+	uint32_t *n = nf->set == NF_SET_BUSY ? &nbusy : &nparked;
+	if (nf->set == NF_SET_NONE)
+		return;
+	uint16_t last = list[--*n];
+	list[nf->set_pos] = last;
+	M.nfs[last].set_pos = nf->set_pos;
+	nf->set = NF_SET_NONE;
+}
+
+static void set_enter(struct nf *nf, enum nf_set to)
+{
+	if (nf->set == to)
+		return;
+	if (to == NF_SET_PARKED) {
+		/* Ask for a doorbell (the SDK kicks the TX eventfd after publishing when need_kick is
+		 * set), then look again: whatever the NF publishes from now on rings it. */
+		__atomic_store_n(&nf->tx->need_kick, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (sl_ring_count(nf->tx) != 0) {
+			__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
+			to = NF_SET_BUSY;
+			if (nf->set == to)
+				return;
+		}
+	} else if (nf->set == NF_SET_PARKED) {
+		__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
+	}
+	set_leave(nf);
+	uint16_t id = (uint16_t)(nf - M.nfs);
+	if (to == NF_SET_BUSY) {
+		nf->set_pos = nbusy;
+		busy[nbusy++] = id;
+	} else if (to == NF_SET_PARKED) {
+		nf->set_pos = nparked;
+		parked[nparked++] = id;
+	}
+	nf->set = (uint8_t)to;
+}
+
+static void waiting_leave(struct nf *nf)
+{
+	if (!nf->waiting)
+		return;
+	for (uint32_t i = 0; i < nwaiting; i++)
+		if (&M.nfs[waiting[i]] == nf) {
+			waiting[i] = waiting[--nwaiting];
+			break;
+		}
+	nf->waiting = false;
+}
+
 static void kick(struct nf *nf)
 {
 	uint64_t one = 1;
 	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
 		nf->st.kicks++;
 	nf->first_wait = 0;
+	if (nf->set == NF_SET_PARKED) /* it will run and return packets: collect them again */
+		set_enter(nf, NF_SET_BUSY);
 }
 
 static void flush_nf(struct nf *nf)
@@ -150,6 +223,8 @@ static void flush_nf(struct nf *nf)
 	for (uint32_t i = 0; i < n; i++)
 		bytes += nf->stage[i].len;
 	nf->lent += n;
+	if (n && nf->set == NF_SET_NONE)
+		set_enter(nf, NF_SET_BUSY);
 	nf->st.rx_pkts += n;
 	nf->st.rx_bytes += bytes;
 	for (uint32_t i = n; i < nf->nstage; i++) {
@@ -169,12 +244,11 @@ static void flush_nf(struct nf *nf)
 				nf->first_wait = now;
 			if (sl_ring_count(nf->rx) >= nf->batch || now - nf->first_wait >= nf->timeout_cyc) {
 				kick(nf);
-			} else {
-				bool listed = false;
-				for (uint32_t i = 0; i < nwaiting; i++)
-					listed |= &M.nfs[waiting[i]] == nf;
-				if (!listed)
-					waiting[nwaiting++] = (uint16_t)(nf - M.nfs);
+			} else if (!nf->waiting) {
+				nf->waiting = true;
+				waiting[nwaiting++] = (uint16_t)(nf - M.nfs);
+				if (nf->first_wait + nf->timeout_cyc < next_deadline)
+					next_deadline = nf->first_wait + nf->timeout_cyc;
 			}
 		} else {
 			nf->first_wait = 0;
@@ -188,6 +262,9 @@ static void check_waiting(void)
 	if (nwaiting == 0)
 		return;
 	uint64_t now = rte_rdtsc();
+	if (now < next_deadline)
+		return; /* nobody's deadline is due: the list is not even looked at */
+	next_deadline = UINT64_MAX;
 	for (uint32_t i = 0; i < nwaiting;) {
 		struct nf *nf = &M.nfs[waiting[i]];
 		bool keep = false;
@@ -201,10 +278,57 @@ static void check_waiting(void)
 		} else {
 			nf->first_wait = 0;
 		}
-		if (keep)
+		if (keep) {
+			if (nf->first_wait + nf->timeout_cyc < next_deadline)
+				next_deadline = nf->first_wait + nf->timeout_cyc;
 			i++;
-		else
+		} else {
+			nf->waiting = false;
 			waiting[i] = waiting[--nwaiting];
+		}
+	}
+}
+
+static uint32_t drain_nf(uint16_t id, const struct route *rt);
+
+/* Collect what busy NFs returned. An NF seen asleep (its RX need_kick set: the SDK publishes its TX
+ * before announcing sleep) with nothing left to return is parked until kicked; one that returned
+ * everything leaves the set. */
+static void drain_busy(const struct route *rt)
+{
+	for (uint32_t i = 0; i < nbusy;) {
+		uint16_t id = busy[i];
+		struct nf *nf = &M.nfs[id];
+		bool asleep = __atomic_load_n(&nf->rx->need_kick, __ATOMIC_ACQUIRE) != 0;
+		drain_nf(id, rt);
+		if (nf->lent == 0 && nf->nstage == 0)
+			set_leave(nf);
+		else if (asleep && nf->bell && sl_ring_count(nf->tx) == 0)
+			set_enter(nf, NF_SET_PARKED);
+		else
+			i++;
+	}
+}
+
+/* Parked NFs that rang their doorbell (published returns without being kicked: a signal woke them,
+ * or they were parked just as they found more work) rejoin the busy set. One epoll_wait(0) every
+ * 20 us while anyone is parked; nothing at all otherwise. */
+static void doorbells(uint64_t now)
+{
+	if (nparked == 0 || now < next_bell_check)
+		return;
+	next_bell_check = now + M.tsc_hz / 50000;
+	struct epoll_event ev[64];
+	int n = epoll_wait(bell_ep, ev, 64, 0);
+	for (int i = 0; i < n; i++) {
+		struct nf *nf = &M.nfs[ev[i].data.u32];
+		uint64_t v;
+		if (read(nf->tx_kick_fd, &v, sizeof(v)) < 0) { /* EAGAIN: rung and already read */
+		}
+		if (nf->active && nf->set == NF_SET_PARKED) {
+			M.doorbells++;
+			set_enter(nf, NF_SET_BUSY);
+		}
 	}
 }
 
@@ -247,6 +371,56 @@ static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
 	drop(m);
 }
 
+/* Backpressure (NFVnice): an NF holding >= 3/4 of its lending budget is overloaded until it is back
+ * to <= 1/4; a service whose every instance is overloaded is saturated, and packets entering a chain
+ * with a saturated service after its first hop are dropped at the entry, before any NF spends work
+ * on a packet that would die deeper in the chain. nsaturated == 0 keeps the check off the path. */
+static uint32_t nsaturated;
+
+static void svc_saturation(struct service *s)
+{
+	bool sat = s->ninst > 0 && s->noverloaded >= s->ninst;
+	if (sat != s->saturated) {
+		s->saturated = sat;
+		nsaturated += sat ? 1 : (uint32_t)-1;
+	}
+}
+
+static inline void nf_load_check(struct nf *nf)
+{
+	uint32_t q = nf->lent + nf->nstage;
+	if (unlikely(!nf->overloaded && q >= nf->lend_max - nf->lend_max / 4)) {
+		nf->overloaded = true;
+		if (!nf->draining) {
+			M.services[nf->service].noverloaded++;
+			svc_saturation(&M.services[nf->service]);
+		}
+	} else if (unlikely(nf->overloaded && q <= nf->lend_max / 4)) {
+		nf->overloaded = false;
+		if (!nf->draining) {
+			M.services[nf->service].noverloaded--;
+			svc_saturation(&M.services[nf->service]);
+		}
+	}
+}
+
+/* Drop at a chain's entry when a later service of it is saturated. */
+static inline bool backpressure(const struct chain *ch, struct rte_mbuf *m)
+{
+	if (likely(nsaturated == 0))
+		return false;
+	for (unsigned i = 1; i < ch->len; i++) {
+		struct service *s = &M.services[ch->svc[i]];
+		if (s->saturated) {
+			s->drop_backpressure++;
+			M.drops.backpressure++;
+			drop(m);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Stage a packet's descriptor for NF `id`. */
 static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
 {
@@ -265,6 +439,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	st->hop = hop;
 	st->in_port = in_port;
 	sl_lend_out(&M.region.lend, b, id, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
+	nf_load_check(nf);
 	if (!nf->dirty) {
 		nf->dirty = true;
 		dirty[ndirty++] = id;
@@ -442,6 +617,8 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	struct rte_mbuf *m = r->bufs[d->buf];
 	sl_lend_return(&r->lend, d->buf);
 	nf->lent--;
+	if (unlikely(nf->overloaded))
+		nf_load_check(nf);
 	nf->st.tx_pkts++;
 	nf->st.tx_bytes += d->len;
 	m->data_off = d->head;
@@ -523,6 +700,9 @@ static void service_remove_instance(struct service *s, uint16_t id)
 	for (uint16_t i = 0; i < s->ninst; i++) {
 		if (s->inst[i] == id) {
 			s->inst[i] = s->inst[--s->ninst];
+			if (M.nfs[id].overloaded)
+				s->noverloaded--;
+			svc_saturation(s);
 			return;
 		}
 	}
@@ -539,12 +719,20 @@ static void exec_cmd(struct wcmd *c)
 		nf->first_wait = 0;
 		nf->lent = 0;
 		c->result = 0;
+		nf->set = NF_SET_NONE;
+		nf->waiting = false;
 		if (s->ninst >= SL_MAX_INSTANCES) {
 			c->result = 1;
 			break;
 		}
-		active[nactive++] = (uint16_t)c->nf;
 		s->inst[s->ninst++] = (uint16_t)c->nf;
+		nf->overloaded = false;
+		svc_saturation(s);
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = c->nf };
+		if (epoll_ctl(bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0)
+			LOG("worker: NF %s: cannot watch its doorbell: %s (it is never parked)", nf->name,
+			    strerror(errno));
+		nf->bell = true;
 		nf->active = true;
 		nf->draining = false;
 		break;
@@ -568,16 +756,13 @@ static void exec_cmd(struct wcmd *c)
 			c->drained += drain_nf((uint16_t)c->nf, M.route);
 		flush_all();
 		c->result = nf_reclaim(c->nf);
-		for (uint32_t i = 0; i < nactive; i++)
-			if (active[i] == c->nf) {
-				active[i] = active[--nactive];
-				break;
-			}
-		for (uint32_t i = 0; i < nwaiting; i++)
-			if (waiting[i] == c->nf) {
-				waiting[i] = waiting[--nwaiting];
-				break;
-			}
+		if (nf->set == NF_SET_PARKED)
+			__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
+		set_leave(nf);
+		if (nf->bell)
+			epoll_ctl(bell_ep, EPOLL_CTL_DEL, nf->tx_kick_fd, NULL);
+		nf->bell = false;
+		waiting_leave(nf);
 		nf->active = false;
 		break;
 	}
@@ -603,10 +788,10 @@ static void exec_cmd(struct wcmd *c)
 static inline void first_hop(const struct route *rt, uint16_t pi, struct rte_mbuf *m)
 {
 	int32_t c = rt->port_chain[pi];
-	if (c >= 0)
-		to_service(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi);
-	else
+	if (c < 0)
 		no_path(m, pi);
+	else if (!backpressure(&rt->chains[c], m))
+		to_service(rt->chains[c].svc[0], m, (uint16_t)c, 0, pi);
 }
 
 /* Act on a steering decision; replica: the flow's sticky replica, or NULL without a flow. */
@@ -617,6 +802,8 @@ static inline void steer_act(const struct route *rt, struct steer_action a, uint
 	case STEER_CHAIN:
 		if (unlikely(a.target >= rt->nchains))
 			no_path(m, pi);
+		else if (backpressure(&rt->chains[a.target], m))
+			;
 		else if (replica)
 			to_service_sticky(rt->chains[a.target].svc[0], m, a.target, 0, pi, replica);
 		else
@@ -865,6 +1052,14 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 	}
 }
 
+void worker_active_set(uint32_t *nbusy_out, uint32_t *nparked_out, uint32_t *nwaiting_out)
+{
+	/* racy reads of the worker's list lengths: good enough for a status report */
+	*nbusy_out = __atomic_load_n(&nbusy, __ATOMIC_RELAXED);
+	*nparked_out = __atomic_load_n(&nparked, __ATOMIC_RELAXED);
+	*nwaiting_out = __atomic_load_n(&nwaiting, __ATOMIC_RELAXED);
+}
+
 void worker_call(struct wcmd *c)
 {
 	c->done = 0;
@@ -880,11 +1075,14 @@ void worker_call(struct wcmd *c)
 
 static int worker_lists_init(void)
 {
-	active = calloc(M.max_nfs, sizeof(*active));
+	busy = calloc(M.max_nfs, sizeof(*busy));
+	parked = calloc(M.max_nfs, sizeof(*parked));
 	dirty = calloc(M.max_nfs, sizeof(*dirty));
 	waiting = calloc(M.max_nfs, sizeof(*waiting));
 	dirty_ports = calloc(SL_MAX_PORTS, sizeof(*dirty_ports));
-	return active && dirty && waiting && dirty_ports ? 0 : -1;
+	next_deadline = UINT64_MAX;
+	bell_ep = epoll_create1(EPOLL_CLOEXEC);
+	return bell_ep >= 0 && busy && parked && dirty && waiting && dirty_ports ? 0 : -1;
 }
 
 int worker_main(void *arg)
@@ -931,11 +1129,12 @@ int worker_main(void *arg)
 				for (uint16_t i = 0; i < ok; i++)
 					first_hop(rt, pi, pkts[i]);
 		}
-		for (uint32_t i = 0; i < nactive; i++)
-			drain_nf(active[i], rt);
+		drain_busy(rt);
 		flush_all();
 		check_waiting();
-		flow_expire(rte_rdtsc());
+		uint64_t now = rte_rdtsc();
+		doorbells(now);
+		flow_expire(now);
 	}
 	flush_all();
 	LOG("worker: stopped");
@@ -970,9 +1169,13 @@ void worker_fini(void)
 	flow_h = NULL;
 	free(flows);
 	flows = NULL;
-	free(active);
+	if (bell_ep >= 0)
+		close(bell_ep);
+	bell_ep = -1;
+	free(busy);
+	free(parked);
 	free(dirty);
 	free(waiting);
 	free(dirty_ports);
-	active = dirty = waiting = dirty_ports = NULL;
+	busy = parked = dirty = waiting = dirty_ports = NULL;
 }

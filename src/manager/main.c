@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -326,6 +327,20 @@ int main(int argc, char **argv)
 		goto out;
 
 	M.max_nfs = M.cfg.max_nfs;
+	/* Each NF costs sluiced 4 descriptors (socket, ring memfd, two eventfds): lift the soft limit
+	 * to the hard one and say so if even that is short of max_nfs. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rlim_t want = (rlim_t)M.max_nfs * 4 + 256;
+		if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (rl.rlim_cur < want)
+			LOG("warning: open-file limit %llu is below the %llu that sluiced.max_nfs %u needs; "
+			    "raise it (ulimit -n) or NFs will be refused", (unsigned long long)rl.rlim_cur,
+			    (unsigned long long)want, M.max_nfs);
+	}
 	M.max_services = M.max_nfs + 256;
 	M.nfs = calloc(M.max_nfs, sizeof(*M.nfs));
 	M.services = calloc(M.max_services, sizeof(*M.services));

@@ -30,6 +30,7 @@
 _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the NF info page");
 #define SL_BURST 32
 #define SL_MAX_INSTANCES 64   /* replicas per service */
+#define SL_MAX_NFS_LIMIT 16384 /* sluiced.max_nfs at most (NF ids are 16-bit; buffer owner = id + 1) */
 #define SL_NAME_LEN SL_NAME_MAX
 
 /* ---- configuration (config.c) ---- */
@@ -167,11 +168,25 @@ struct nf {
 	uint32_t lend_max;    /* TX ring size: the NF can always return what it holds */
 	uint64_t timeout_cyc;
 	uint64_t first_wait;  /* TSC when unkicked packets started waiting, 0 none */
+	/* the worker's active set (datapath.c "Active set"): worker only */
+	uint8_t set;          /* enum nf_set: which list the NF is on */
+	bool waiting;         /* on the list of sleepers with packets waiting for a kick */
+	bool bell;            /* its TX eventfd is in the worker's doorbell epoll */
+	bool overloaded;      /* holds >= 3/4 of its lending budget; clears at <= 1/4 (backpressure) */
+	uint32_t set_pos;     /* index in that list */
 	struct nf_stats st;
 	/* RX staging, worker only */
 	uint16_t nstage;
 	bool dirty;
 	struct sl_desc stage[SL_BURST];
+};
+
+/* Where the worker keeps an NF (datapath.c "Active set"): only BUSY NFs are visited every loop. */
+enum nf_set {
+	NF_SET_NONE = 0, /* holds no buffers: nothing to collect */
+	NF_SET_BUSY,     /* holds buffers and may return them any moment: drained every loop */
+	NF_SET_PARKED,   /* holds buffers but sleeps (block/adaptive) waiting for a kick: drained when
+	                  * kicked, and swept once a millisecond in case it woke by itself */
 };
 
 /* How a service picks one of its replicas (docs/steering.md "Services and replicas"). */
@@ -189,7 +204,10 @@ struct service {
 	uint16_t rr;                      /* round-robin cursor, worker only */
 	uint16_t ninst;                   /* worker writes */
 	uint16_t inst[SL_MAX_INSTANCES];  /* NF ids, worker writes */
+	uint16_t noverloaded;             /* instances overloaded, worker only */
+	bool saturated;                   /* every instance overloaded: chains through it back off */
 	uint64_t drop_nf_gone;
+	uint64_t drop_backpressure;       /* packets dropped at a chain's entry because of this service */
 };
 
 struct chain {
@@ -211,6 +229,7 @@ struct drops {
 	uint64_t rule, malformed; /* a rule's drop action; the malformed action dropping */
 	uint64_t nf_detached;     /* buffers an NF still held when it detached (reclaimed) */
 	uint64_t no_buffer;       /* an SL_ACT_OUT_SET copy found the pool empty (that port's frame lost) */
+	uint64_t backpressure;    /* dropped at a chain's entry: a later service of the chain is saturated */
 };
 
 /* SL_ACT_OUT_SET traffic (abi.h struct sl_out_set): packets NFs sent to port sets, frames that left
@@ -403,6 +422,7 @@ struct manager {
 	struct steer_action malformed;
 	struct flow_stats flow_st;  /* worker writes */
 	struct out_set_stats out_set; /* worker writes */
+	uint64_t doorbells;         /* parked NFs that rang their doorbell (worker writes) */
 	struct drops drops;         /* worker writes */
 	struct rte_ring *cmdq;      /* control -> worker */
 	unsigned worker_lcore;
@@ -425,6 +445,9 @@ int worker_init(void);
 void worker_fini(void);
 int worker_main(void *arg);
 /* Run a command on the worker and wait for it (or do it inline when the worker is stopped). */
+/* The worker's active set right now (datapath.c "Active set"): NFs drained every loop, parked
+ * sleepers holding packets, sleepers waiting for a deadline kick. */
+void worker_active_set(uint32_t *busy, uint32_t *parked, uint32_t *waiting);
 void worker_call(struct wcmd *c);
 /* Return every buffer NF `id` holds to the pool (worker context). Returns the count. */
 uint32_t nf_reclaim(uint32_t id);

@@ -225,7 +225,7 @@ CASES = [
     ("pool too big", lambda: cfg(sluiced={"pool_mbufs": 2 ** 21}), "sluiced.pool_mbufs", "1024..1048576"),
     ("ring not power of two", lambda: cfg(sluiced={"ring_size": 1000}), "sluiced.ring_size", "power of two"),
     ("ring too small", lambda: cfg(sluiced={"ring_size": 8}), "sluiced.ring_size", "16..65536"),
-    ("max_nfs zero", lambda: cfg(sluiced={"max_nfs": 0}), "sluiced.max_nfs", "1..4096"),
+    ("max_nfs zero", lambda: cfg(sluiced={"max_nfs": 0}), "sluiced.max_nfs", "1..16384"),
     ("max_nfs below instances", lambda: cfg(sluiced={"max_nfs": 2}), "sluiced.max_nfs", "3 NF instances"),
     ("huge_pages bad", lambda: cfg(sluiced={"huge_pages": "maybe"}), "sluiced.huge_pages",
      "must be one of auto, on, off (got 'maybe')"),

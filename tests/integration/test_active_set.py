@@ -1,0 +1,100 @@
+"""The worker's active set (datapath.c "Active set", docs/architecture.md): idle NFs cost nothing.
+
+- Many attached but idle block-mode NFs: the worker's busy/parked lists stay empty, and the idle NFs
+  use no CPU at all (their CPU tick counters do not move).
+- A sleeper holding packets below its batch threshold is parked (not visited every loop) and
+  kicked at its deadline; an NF woken by a signal publishes its returns and rings its doorbell,
+  so a parked NF's packets are never stuck until the deadline.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+
+scapy = pytest.importorskip("scapy.all")
+from scapy.all import IP, UDP, Ether, Raw, wrpcap  # noqa: E402
+
+
+def frames(n, dport=7):
+    return [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src="10.5.0.1", dst="10.5.0.2", id=i)
+            / UDP(sport=1000 + i, dport=dport) / Raw(b"z" * 30) for i in range(n)]
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_idle_nfs_are_not_visited_and_use_no_cpu(sluice, workdir):  # noqa: F811
+    n_idle = 60
+    inp = workdir / "in.pcap"
+    wrpcap(str(inp), frames(2000))
+    names = [f"idle{i}" for i in range(n_idle)]
+    cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
+                             {"name": "out", "vdev": "net_null0"}],
+                      chains=[{"name": "c", "nfs": ["f"], "exit": "out"}], nfs=["f"] + names, max_nfs=128)
+    sluice.start(cfg)
+    for nm in names:
+        sluice.start_nf("fwd", nm, wakeup="block", wait=False)
+    sluice.wait_attached(*names, timeout=60)
+    sluice.start_nf("fwd", "f", wakeup="block", batch=8, timeout_us=500)
+
+    def settled():  # an NF may still be finishing its start-up just after it attached
+        a = {nm: cpu_ticks(sluice.nfs[nm].pid) for nm in names}
+        time.sleep(0.5)
+        b = {nm: cpu_ticks(sluice.nfs[nm].pid) for nm in names}
+        return a == b and b
+    before = wait_until(settled, 30, "the idle NFs' CPU counters to stop moving")
+    sluice.ok("port_chain_set", port="in", chain="c")
+    wait_until(lambda: sluice.port("out")["tx_pkts"] >= 2000, 30, "2000 packets out")
+    st = sluice.stats()
+    assert st["active_set"]["busy"] == 0 and st["active_set"]["parked"] == 0, st["active_set"]
+    assert all(sluice.nf(nm, st)["rx_pkts"] == 0 for nm in names)
+    after = {nm: cpu_ticks(sluice.nfs[nm].pid) for nm in names}
+    moved = {nm: after[nm] - before[nm] for nm in names if after[nm] != before[nm]}
+    assert not moved, f"idle NFs used CPU while traffic flowed past them: {moved}"
+
+
+def test_parked_sleeper_is_kicked_at_its_deadline(sluice, workdir):  # noqa: F811
+    """5 packets, batch 32, deadline 300 ms: the NF sleeps holding them (parked), the deadline kick
+    wakes it, everything comes out, and the NF leaves the active set."""
+    inp = workdir / "in.pcap"
+    wrpcap(str(inp), frames(5))
+    cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
+                             {"name": "out", "vdev": "net_null0"}],
+                      chains=[{"name": "c", "nfs": ["f"], "exit": "out"}], nfs=["f"])
+    sluice.start(cfg)
+    sluice.start_nf("fwd", "f", wakeup="block", batch=32, timeout_us=300000)
+    sluice.ok("port_chain_set", port="in", chain="c")
+    wait_until(lambda: sluice.port("out")["tx_pkts"] == 5, 20, "5 packets out after the deadline kick")
+    st = sluice.stats()
+    assert sluice.nf("f", st)["kicks"] >= 1
+    assert st["active_set"] == {"busy": 0, "parked": 0, "waiting": 0, "doorbells": st["active_set"]["doorbells"]}
+    assert st["pool"]["lent"] == 0
+
+
+def test_parked_nf_woken_by_a_signal_rings_its_doorbell(sluice, workdir):  # noqa: F811
+    """Deadline 10 s (the longest allowed): a parked count NF that SIGUSR1 wakes processes its 5
+    packets at once; sluiced learns of the returns through the doorbell, not the deadline."""
+    inp, dump = workdir / "in.pcap", workdir / "count.json"
+    wrpcap(str(inp), frames(5))
+    cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
+                             {"name": "out", "vdev": "net_null0"}],
+                      chains=[{"name": "c", "nfs": ["k"], "exit": "out"}], nfs=["k"])
+    sluice.start(cfg)
+    sluice.start_nf("count", "k", wakeup="block", batch=32, timeout_us=10_000_000, extra=["--dump", dump])
+    sluice.ok("port_chain_set", port="in", chain="c")
+    wait_until(lambda: sluice.stats()["active_set"]["parked"] == 1, 8, "the NF parked with its 5 packets")
+    st = sluice.stats()
+    assert sluice.nf("k", st)["kicks"] == 0 and sluice.port("out", st)["tx_pkts"] == 0
+    os.kill(sluice.nfs["k"].pid, signal.SIGUSR1)
+    wait_until(lambda: sluice.port("out")["tx_pkts"] == 5, 20, "5 packets out")
+    st = sluice.stats()
+    assert st["active_set"]["doorbells"] >= 1, st["active_set"]
+    assert sluice.nf("k", st)["kicks"] == 0, "came out by the deadline kick, not the doorbell"
+    assert st["active_set"]["busy"] == 0 and st["active_set"]["parked"] == 0
