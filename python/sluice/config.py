@@ -326,7 +326,7 @@ def _chain(v, path):
 
 
 def _nf(v, path, base_dir, check_programs):
-    _mapping(v, path, ["name", "program", "policy"] + list(NF_DEFAULTS))
+    _mapping(v, path, ["name", "program", "policy", "cpu_weight"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
@@ -342,7 +342,7 @@ def _nf(v, path, base_dir, check_programs):
         if isinstance(a, bool) or not isinstance(a, (str, int, float)):
             raise ConfigError(f"{path}.args[{i}]", f"must be a string (got {_type_name(a)})")
     out["args"] = [str(a) for a in args]
-    out["instances"] = _int(v.get("instances", 1), f"{path}.instances", 1, 256)
+    out["instances"] = _int(v.get("instances", 1), f"{path}.instances", 1, 1024)
     longest = f"{out['name']}.{out['instances'] - 1}"
     if len(longest) > NAME_MAX:
         raise ConfigError(f"{path}.instances",
@@ -353,6 +353,9 @@ def _nf(v, path, base_dir, check_programs):
     out["timeout_us"] = _int(v.get("timeout_us", 100), f"{path}.timeout_us", 0, 10_000_000)
     out["spin_us"] = _int(v.get("spin_us", 200), f"{path}.spin_us", 0, 10_000_000)
     out["restart"] = _choice(v.get("restart", "on-failure"), f"{path}.restart", RESTART_POLICIES)
+    # CPU share under contention (cgroup cpu.weight semantics; python/sluice/cgroups.py); None: no group
+    if v.get("cpu_weight") is not None:
+        out["cpu_weight"] = _int(v["cpu_weight"], f"{path}.cpu_weight", 1, 10000)
     # how sluiced picks one of the instances (docs/steering.md "Services and replicas")
     out["policy"] = _choice(v.get("policy", "flow"), f"{path}.policy", steering.POLICIES)
     return out

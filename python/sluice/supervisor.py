@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from .cgroups import CgroupError, CpuWeights
+
 from . import config as sconfig
 from .client import Client, SluiceError
 
@@ -44,7 +46,7 @@ NF_STOP_GRACE = 3.0      # SIGTERM -> SIGKILL for NFs (s)
 SLUICED_STOP_GRACE = 5.0  # shutdown request -> SIGKILL for sluiced (s)
 POLL = 0.1
 DRAIN_TIMEOUT = 10.0     # default limit for a replica to hand back what it holds (s)
-MAX_INSTANCES = 64       # replicas per service (sluiced's SL_MAX_INSTANCES)
+MAX_INSTANCES = 1024     # replicas per service (sluiced's SL_MAX_INSTANCES)
 REMOVED_KEEP = 64        # finished removals remembered for `nfs` (the CLI's progress)
 
 _PR_SET_PDEATHSIG = 1
@@ -221,6 +223,7 @@ class NfSlot:
     def __init__(self, name, nf, argv, env, log_path):
         self.name = name
         self.service = nf["name"]
+        self.cpu_weight = nf.get("cpu_weight")
         self.policy = nf["restart"]
         self.argv = argv
         self.env = env
@@ -285,6 +288,7 @@ class Supervisor:
         self.stopping = False
         self.stop_signal = None
         self.started_wall = time.time()
+        self.cpu_weights = None  # CpuWeights once an NF has a cpu_weight
 
     # -- checks before anything starts
     def check_not_running(self):
@@ -410,6 +414,11 @@ class Supervisor:
             self._schedule_restart(slot, failed=True, uptime=0.0)
             return
         log(f"started NF {slot.name} (pid {slot.proc.pid}), log {slot.log_path}")
+        if slot.cpu_weight is not None and self.cpu_weights is not None:
+            try:
+                self.cpu_weights.place(slot.name, slot.proc.pid, slot.cpu_weight)
+            except CgroupError as e:
+                log(f"warning: {e}")
 
     def _schedule_restart(self, slot, failed, uptime):
         policy = slot.policy
@@ -655,6 +664,8 @@ class Supervisor:
             slot.last_rc = p.returncode
         slot.proc = None
         slot.state = "stopped"
+        if self.cpu_weights is not None:
+            self.cpu_weights.release(slot.name)
         if slot in self.slots:
             self.slots.remove(slot)
         self.removal_seq += 1
@@ -680,6 +691,12 @@ class Supervisor:
             log(f"sluiced ready (version {st.get('version', '?')}, huge pages "
                 f"{'yes' if st.get('huge_pages') else 'no'}, {st.get('mbufs', '?')} mbufs)")
             self.make_slots()
+            weighted = [i for i, nf in enumerate(self.cfg.get("nfs") or []) if nf.get("cpu_weight") is not None]
+            if weighted:
+                try:
+                    self.cpu_weights = CpuWeights(os.getpid())
+                except CgroupError as e:
+                    raise SupervisorError(f"nfs[{weighted[0]}].cpu_weight: {e}") from e
             for slot in self.slots:
                 self.start_slot(slot)
             self.write_state()
@@ -760,6 +777,9 @@ class Supervisor:
         self.stopping = True
         self.close_control()
         self.stop_nfs()
+        if self.cpu_weights is not None:
+            self.cpu_weights.close()
+            self.cpu_weights = None
         self.stop_sluiced()
         for path in (self.ctl, self.nf_sock, state_path(self.socket_dir)):
             try:

@@ -29,7 +29,7 @@
 #define SL_MAX_PORTS 32
 _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the NF info page");
 #define SL_BURST 32
-#define SL_MAX_INSTANCES 64   /* replicas per service */
+#define SL_MAX_INSTANCES 1024 /* replicas per service (the flow and least_loaded picks are O(replicas)) */
 #define SL_MAX_NFS_LIMIT 16384 /* sluiced.max_nfs at most (NF ids are 16-bit; buffer owner = id + 1) */
 #define SL_NAME_LEN SL_NAME_MAX
 

@@ -661,3 +661,47 @@ def test_foreground_sigint(tmp_path, socket_dir, real_build):
     assert not left and not any(_alive(x) for x in pids)
     for name in ("ctl.sock", "nf.sock", "state.json"):
         assert not (socket_dir / name).exists(), name
+
+
+# ---------------------------------------------------------------- CPU weights (cgroups)
+
+WEIGHTED = NULL_PORTS + """\
+chains:
+  - {name: c, nfs: [heavy, light], exit: dst}
+nfs:
+  - {name: heavy, program: fwd, wakeup: block, cpu_weight: 400}
+  - {name: light, program: fwd, wakeup: block, instances: 2, cpu_weight: 25}
+"""
+
+
+def test_cpu_weight_puts_each_nf_in_its_own_cgroup(up, run_sluice, socket_dir):
+    from sluice import cgroups
+    found = cgroups.find_cpu_controller()
+    if found is None:
+        pytest.skip("no cgroup cpu controller on this machine")
+    kind, root = found
+    r = up(WEIGHTED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sup_pid = _state(socket_dir)["supervisor"]["pid"]
+    base = os.path.join(root, f"sluice-{sup_pid}")
+    pids = _nf_pids(socket_dir)
+    want = {"heavy.0": 400, "light.0": 25, "light.1": 25}
+    assert set(pids) == set(want), pids
+    for name, weight in want.items():
+        d = os.path.join(base, name)
+        procs = open(os.path.join(d, "cgroup.procs")).read().split()
+        assert str(pids[name]) in procs, (name, procs)
+        if kind == "v2":
+            assert int(open(os.path.join(d, "cpu.weight")).read()) == weight
+        else:
+            assert int(open(os.path.join(d, "cpu.shares")).read()) == cgroups.CpuWeights.shares(weight)
+    assert run_sluice("down", "--socket-dir", socket_dir).returncode == 0
+    assert _wait(lambda: not os.path.exists(base), 10), f"{base} left behind after `sluice down`"
+
+
+def test_cpu_weight_out_of_range_names_the_field(run_sluice, tmp_path):
+    f = tmp_path / "w.yaml"
+    f.write_text(WEIGHTED.replace("cpu_weight: 400", "cpu_weight: 0"))
+    r = run_sluice("config", "check", f)
+    assert r.returncode == 2
+    assert "nfs[0].cpu_weight" in r.stdout + r.stderr
