@@ -115,11 +115,13 @@ static uint32_t flow_hash(const struct rte_mbuf *m)
 
 /* The replica with the fewest packets in its hands (NetVM's policy): lent counts what waits in its RX
  * ring and what it has taken but not returned, so a replica busy with a big batch looks loaded. */
-static inline uint16_t least_loaded(const struct service *s)
+static inline uint16_t least_loaded(struct service *s)
 {
-	uint16_t pick = s->inst[0];
+	/* the scan starts one replica further each time, so ties (often all idle) rotate instead of
+	 * always going to the first replica */
+	uint16_t start = (uint16_t)(s->rr++ % s->ninst), pick = s->inst[start];
 	uint32_t best = UINT32_MAX;
-	for (uint16_t i = 0; i < s->ninst; i++) {
+	for (uint16_t k = 0, i = start; k < s->ninst; k++, i = (uint16_t)(i + 1 == s->ninst ? 0 : i + 1)) {
 		const struct nf *nf = &M.nfs[s->inst[i]];
 		uint32_t q = nf->lent + nf->nstage;
 		if (q < best) {

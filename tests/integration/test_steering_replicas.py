@@ -98,13 +98,13 @@ def test_least_loaded_sends_less_to_a_slowed_replica(rep, sluice):  # noqa: F811
     start, send, no_drops = rep
     start("least_loaded")
     sluice.start_nf("fwd", "fast", service="s")
-    sluice.start_nf("fwd", "slow", service="s", extra=["--cost-ns", "150000"])  # at most ~6.6 kpps
+    sluice.start_nf("fwd", "slow", service="s", extra=["--cost-ns", "300000"])  # at most ~3.3 kpps
     sluice.wait_attached("fast", "slow")
     shares = {}
     for policy in ("least_loaded", "flow"):
         sluice.ok("service_set", name="s", policy=policy)
         st0 = {n["name"]: n["rx_pkts"] for n in sluice.stats()["nfs"]}
-        send(2000, rate=5000)
+        send(2000, rate=20000)  # above what the slow one can take at half the load
         st1 = {n["name"]: n["rx_pkts"] for n in sluice.stats()["nfs"]}
         shares[policy] = (st1["slow"] - st0["slow"]) / 2000
     no_drops()
@@ -112,7 +112,7 @@ def test_least_loaded_sends_less_to_a_slowed_replica(rep, sluice):  # noqa: F811
     # flow hashing ignores load (about half each); least-loaded steers around the slow replica
     assert 0.35 <= shares["flow"] <= 0.65, shares
     print("slow replica share", shares)
-    assert shares["least_loaded"] < 0.4, shares  # typically 0.15-0.3 on this shared 2-core VM
+    assert shares["least_loaded"] < 0.4, shares  # ideal about 3.3k of 20k pps: 0.17
 
 
 def test_round_robin_alternates_per_packet(rep, sluice):  # noqa: F811
