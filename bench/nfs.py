@@ -185,9 +185,9 @@ def ids_setup(d: Path) -> list[str]:
 
 
 def ratelimit_setup(rate: str) -> Callable[[Path], list[str]]:
-    # The ratelimit NF's flags are to be confirmed against docs/nfs/ratelimit.md when it lands.
+    """One class matching everything, an srTCM meter at `rate` (1 MB buckets): red drops."""
     def setup(d: Path) -> list[str]:
-        (d / "rl.conf").write_text(f"police all rate {rate} burst 1m\n")
+        (d / "rl.conf").write_text(f"class all match any srtcm cir {rate} cbs 1000000 ebs 1000000 red drop\n")
         return ["--config", d / "rl.conf"]
     return setup
 

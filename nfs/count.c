@@ -26,8 +26,7 @@ static uint64_t no_counter; /* where updates go if sluiced gave no info page */
 
 static uint64_t *counter(struct sl_nf *nf, const char *name)
 {
-	uint64_t *c = sl_nf_counter(nf, name);
-	return c ? c : &no_counter;
+	return nf_counter(nf, name, &no_counter);
 }
 
 static int attached(struct sl_nf *nf, void *ctx)
@@ -38,14 +37,6 @@ static int attached(struct sl_nf *nf, void *ctx)
 	c->c_flows = counter(nf, "flows");
 	c->c_full = counter(nf, "table_full");
 	return 0;
-}
-
-static volatile sig_atomic_t dump_requested;
-
-static void on_usr1(int signo)
-{
-	(void)signo;
-	dump_requested = 1;
 }
 
 static void dump(const struct count_ctx *c)
@@ -84,8 +75,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	*c->c_bytes = c->ft.total_bytes;
 	*c->c_flows = c->ft.count;
 	*c->c_full = c->ft.table_full;
-	if (dump_requested) {
-		dump_requested = 0;
+	if (nf_usr1_pending) {
+		nf_usr1_pending = 0;
 		dump(c);
 	}
 }
@@ -115,12 +106,7 @@ static int start(void *ctx)
 		fprintf(stderr, "sluice-nf-count: cannot allocate a table of %u flows\n", c->flows);
 		return -1;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_usr1;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGUSR1, &sa, NULL);
+	nf_catch_usr1();
 	return 0;
 }
 

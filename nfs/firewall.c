@@ -39,18 +39,10 @@ struct fw_ctx {
 };
 
 static uint64_t no_counter; /* where updates go if sluiced gave no info page or no room */
-static volatile sig_atomic_t reload_pending;
-
-static void on_hup(int signo)
-{
-	(void)signo;
-	reload_pending = 1;
-}
 
 static uint64_t *counter(struct sl_nf *nf, const char *name)
 {
-	uint64_t *c = nf ? sl_nf_counter(nf, name) : NULL;
-	return c ? c : &no_counter;
+	return nf_counter(nf, name, &no_counter);
 }
 
 static int port_id_cb(void *arg, const char *name)
@@ -100,8 +92,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	uint64_t allowed = 0;
 	(void)nf;
 
-	if (reload_pending) {
-		reload_pending = 0;
+	if (nf_hup_pending) {
+		nf_hup_pending = 0;
 		reload(c);
 	}
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
@@ -251,12 +243,7 @@ static int start(void *ctx)
 	for (int i = 0; i < FW_TO_N; i++)
 		if (c->timeout_s[i])
 			c->ct.timeout_ns[i] = c->timeout_s[i] * 1000000000ull;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_hup;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGHUP, &sa, NULL);
+	nf_catch_hup();
 	return 0;
 }
 

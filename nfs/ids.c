@@ -46,13 +46,6 @@ struct ids_ctx {
 	uint64_t *c[C_N];
 };
 
-static volatile sig_atomic_t reload_pending;
-
-static void on_hup(int signo)
-{
-	(void)signo;
-	reload_pending = 1;
-}
 
 static void set_free(struct ids_set *s)
 {
@@ -195,8 +188,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 {
 	struct ids_ctx *c = arg;
 	(void)nf;
-	if (reload_pending) {
-		reload_pending = 0;
+	if (nf_hup_pending) {
+		nf_hup_pending = 0;
 		reload(c);
 	}
 	struct timespec ts;
@@ -370,12 +363,7 @@ static int start(void *ctx)
 		set_free(c->set);
 		exit(rc);
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_hup;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGHUP, &sa, NULL);
+	nf_catch_hup();
 	return 0;
 }
 

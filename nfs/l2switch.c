@@ -37,8 +37,7 @@ static uint64_t no_counter; /* where updates go if sluiced gave no info page or 
 
 static uint64_t *counter(struct sl_nf *nf, const char *name)
 {
-	uint64_t *c = nf ? sl_nf_counter(nf, name) : NULL;
-	return c ? c : &no_counter;
+	return nf_counter(nf, name, &no_counter);
 }
 
 static uint64_t now_ns(void)

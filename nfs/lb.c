@@ -38,18 +38,10 @@ struct lb_nf {
 };
 
 static uint64_t no_counter; /* where updates go if sluiced gave no info page or no room */
-static volatile sig_atomic_t reload_pending;
-
-static void on_hup(int signo)
-{
-	(void)signo;
-	reload_pending = 1;
-}
 
 static uint64_t *counter(struct sl_nf *nf, const char *name)
 {
-	uint64_t *c = nf ? sl_nf_counter(nf, name) : NULL;
-	return c ? c : &no_counter;
+	return nf_counter(nf, name, &no_counter);
 }
 
 static uint64_t now_ns(void)
@@ -148,8 +140,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 {
 	struct lb_nf *c = arg;
 	(void)nf;
-	if (reload_pending) {
-		reload_pending = 0;
+	if (nf_hup_pending) {
+		nf_hup_pending = 0;
 		reload(c);
 	}
 	uint64_t now = now_ns();
@@ -232,12 +224,7 @@ static int start(void *ctx)
 		lb_free(&c->lb);
 		return -1;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_hup;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGHUP, &sa, NULL);
+	nf_catch_hup();
 	return 0;
 }
 

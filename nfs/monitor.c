@@ -345,8 +345,7 @@ static int start(void *ctx)
 
 static uint64_t *counter(struct sl_nf *nf, const char *name, int i)
 {
-	uint64_t *c = sl_nf_counter(nf, name);
-	return c ? c : &no_counter[i];
+	return nf_counter(nf, name, &no_counter[i]);
 }
 
 static int attached(struct sl_nf *nf, void *ctx)

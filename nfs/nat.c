@@ -38,8 +38,7 @@ static uint64_t no_counter;
 
 static uint64_t *counter(struct sl_nf *nf, const char *name)
 {
-	uint64_t *c = sl_nf_counter(nf, name);
-	return c ? c : &no_counter;
+	return nf_counter(nf, name, &no_counter);
 }
 
 static uint64_t now_ms(void)

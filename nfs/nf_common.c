@@ -150,6 +150,10 @@ int nf_app_main(int argc, char **argv, const struct nf_app *app)
 		fprintf(stderr, "%s: unexpected argument '%s'\n", app->prog, argv[optind]);
 		return 2;
 	}
+	/* A stray reload or dump signal must not kill an NF that has no use for it (SIGHUP sent to
+	 * every NF of a chain, say); NFs that do use them install handlers in start(). */
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGUSR1, SIG_IGN);
 	if (app->start != NULL && app->start(app->ctx) < 0)
 		return 1;
 
@@ -207,6 +211,7 @@ int nf_parse_u64(const char *prog, const char *flag, const char *s, uint64_t lo,
 }
 
 volatile sig_atomic_t nf_usr1_pending;
+volatile sig_atomic_t nf_hup_pending;
 
 static void on_usr1(int signo)
 {
@@ -214,14 +219,36 @@ static void on_usr1(int signo)
 	nf_usr1_pending = 1;
 }
 
-void nf_catch_usr1(void)
+static void on_hup(int signo)
+{
+	(void)signo;
+	nf_hup_pending = 1;
+}
+
+static void catch(int signo, void (*fn)(int))
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_usr1;
+	sa.sa_handler = fn;
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART; /* the SDK's waits must not fail with EINTR because of it */
-	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(signo, &sa, NULL);
+}
+
+void nf_catch_usr1(void)
+{
+	catch(SIGUSR1, on_usr1);
+}
+
+void nf_catch_hup(void)
+{
+	catch(SIGHUP, on_hup);
+}
+
+uint64_t *nf_counter(struct sl_nf *nf, const char *name, uint64_t *fallback)
+{
+	uint64_t *c = nf ? sl_nf_counter(nf, name) : NULL;
+	return c ? c : fallback;
 }
 
 int nf_write_file(const char *prog, const char *path, int (*fill)(FILE *f, void *ctx), void *ctx)

@@ -48,6 +48,14 @@ int nf_parse_u64(const char *prog, const char *flag, const char *s, uint64_t lo,
 extern volatile sig_atomic_t nf_usr1_pending;
 void nf_catch_usr1(void);
 
+/* The same for SIGHUP (configuration reload): nf_hup_pending is set to 1. */
+extern volatile sig_atomic_t nf_hup_pending;
+void nf_catch_hup(void);
+
+/* The counter `name` that sluiced reports for this NF (sl_nf_counter), or `fallback` when there
+ * is no NF, no info page or no room left, so a hot path can always write through the pointer. */
+uint64_t *nf_counter(struct sl_nf *nf, const char *name, uint64_t *fallback);
+
 /* Write `path` through `path`.tmp and rename(), so a reader (a test polling
  * for the file) never sees half a dump. fill() returns 0 or -1. Returns 0,
  * or -1 after a message on stderr. */

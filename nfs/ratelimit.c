@@ -37,19 +37,7 @@ struct rl_ctx {
 };
 
 static uint64_t no_counter[RL_CTR_N]; /* where updates go if sluiced gave no room */
-static volatile sig_atomic_t reload_pending;
 
-static void on_hup(int signo)
-{
-	(void)signo;
-	reload_pending = 1;
-}
-
-static uint64_t *counter(struct sl_nf *nf, const char *name, uint64_t *fallback)
-{
-	uint64_t *c = nf ? sl_nf_counter(nf, name) : NULL;
-	return c ? c : fallback;
-}
 
 /* Give every class its six counters NAME.green, NAME.green_b, NAME.yellow, ... */
 static void classes_bind(struct sl_nf *nf, struct rl_conf *cf)
@@ -59,7 +47,7 @@ static void classes_bind(struct sl_nf *nf, struct rl_conf *cf)
 		for (int k = 0; k < RL_CTR_N; k++) {
 			char name[SL_COUNTER_NAME_MAX + 16];
 			snprintf(name, sizeof(name), "%s.%s", cf->c[i].name, sfx[k]);
-			cf->c[i].ctr[k] = counter(nf, name, &no_counter[k]);
+			cf->c[i].ctr[k] = nf_counter(nf, name, &no_counter[k]);
 		}
 }
 
@@ -95,8 +83,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	uint64_t passed = 0, marked = 0;
 	(void)nf;
 
-	if (reload_pending) {
-		reload_pending = 0;
+	if (nf_hup_pending) {
+		nf_hup_pending = 0;
 		reload(c);
 	}
 	/* one clock read per batch: the batch arrived as a whole */
@@ -230,12 +218,7 @@ static int start(void *ctx)
 		return -1;
 	}
 	c->hz = tsc_calibrate(50);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_hup;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGHUP, &sa, NULL);
+	nf_catch_hup();
 	return 0;
 }
 
@@ -244,17 +227,17 @@ static int attached(struct sl_nf *nf, void *ctx)
 	struct rl_ctx *c = ctx;
 	static uint64_t sink[16];
 	c->nf = nf;
-	c->c_passed = counter(nf, "passed", &sink[0]);
-	c->c_dropped = counter(nf, "dropped", &sink[1]);
-	c->c_marked = counter(nf, "marked", &sink[2]);
-	c->c_unmatched = counter(nf, "unmatched", &sink[3]);
-	c->c_non_ip = counter(nf, "non_ip", &sink[4]);
-	c->c_malformed = counter(nf, "malformed", &sink[5]);
-	c->c_flows = counter(nf, "flows", &sink[6]);
-	c->c_flow_full = counter(nf, "flow_full", &sink[7]);
-	c->c_flow_expired = counter(nf, "flow_expired", &sink[8]);
-	c->c_reloads = counter(nf, "reloads", &sink[9]);
-	c->c_reload_errors = counter(nf, "reload_errors", &sink[10]);
+	c->c_passed = nf_counter(nf, "passed", &sink[0]);
+	c->c_dropped = nf_counter(nf, "dropped", &sink[1]);
+	c->c_marked = nf_counter(nf, "marked", &sink[2]);
+	c->c_unmatched = nf_counter(nf, "unmatched", &sink[3]);
+	c->c_non_ip = nf_counter(nf, "non_ip", &sink[4]);
+	c->c_malformed = nf_counter(nf, "malformed", &sink[5]);
+	c->c_flows = nf_counter(nf, "flows", &sink[6]);
+	c->c_flow_full = nf_counter(nf, "flow_full", &sink[7]);
+	c->c_flow_expired = nf_counter(nf, "flow_expired", &sink[8]);
+	c->c_reloads = nf_counter(nf, "reloads", &sink[9]);
+	c->c_reload_errors = nf_counter(nf, "reload_errors", &sink[10]);
 	classes_bind(nf, &c->cf);
 	conf_start(c); /* buckets start full now, not at the calibration before attach */
 	fprintf(stderr, PROG ": %s: %u classes, flow table %u, tsc %llu Hz\n", c->config, c->cf.n, c->ft.cap,

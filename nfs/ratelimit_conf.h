@@ -366,7 +366,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 		case RLF_PIR:
 			if (rl_parse_rate(v, fi == RLF_CIR ? &c->mp.cir : &c->mp.pir) < 0)
 				return rl_err(err, errlen,
-					      "%s:%d: %s: '%s' is not a rate in bit/s (1..1T, e.g. 800k, 10M, 1.5G)",
+					      "%s:%d: %s: '%s' is not a rate in bit/s (1..1000G, e.g. 800k, 10M, 1.5G)",
 					      file, lineno, f, v);
 			break;
 		case RLF_CBS:
@@ -374,7 +374,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 		case RLF_PBS:
 			if (rl_parse_bytes(v, fi == RLF_CBS ? &c->mp.cbs : &c->mp.xbs) < 0)
 				return rl_err(err, errlen,
-					      "%s:%d: %s: '%s' is not a size in bytes (0..1G, e.g. 1500, 64k, 1m)",
+					      "%s:%d: %s: '%s' is not a size in bytes (0..1024m, e.g. 1500, 64k, 1m)",
 					      file, lineno, f, v);
 			break;
 		case RLF_GREEN:

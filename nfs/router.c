@@ -36,18 +36,10 @@ struct rt_ctx {
 };
 
 static uint64_t no_counter;
-static volatile sig_atomic_t reload_pending;
-
-static void on_hup(int signo)
-{
-	(void)signo;
-	reload_pending = 1;
-}
 
 static uint64_t *counter(struct sl_nf *nf, const char *name)
 {
-	uint64_t *c = nf ? sl_nf_counter(nf, name) : NULL;
-	return c ? c : &no_counter;
+	return nf_counter(nf, name, &no_counter);
 }
 
 /* Give conf's ports their sluiced ids. Returns 0 or -1 with a message in err. */
@@ -160,8 +152,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	struct router *r = &x->r;
 	struct timespec ts;
 	(void)nf;
-	if (reload_pending) {
-		reload_pending = 0;
+	if (nf_hup_pending) {
+		nf_hup_pending = 0;
 		reload(x);
 	}
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
@@ -262,12 +254,7 @@ static int start(void *ctx)
 		rt_conf_free(&x->conf);
 		exit(0);
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_hup;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGHUP, &sa, NULL);
+	nf_catch_hup();
 	return 0;
 }
 

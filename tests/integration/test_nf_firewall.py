@@ -16,9 +16,6 @@ namespaces have no addresses and IPv6 disabled, so their kernels never answer: o
 packets cross the firewalls.
 """
 
-import contextlib
-import ctypes
-import os
 import signal
 import socket
 import subprocess
@@ -29,6 +26,7 @@ import pytest
 
 import harness
 from harness import base_config, net, sh, sluice, wait_until, workdir  # noqa: F401
+from rawwire import Wire, in_netns
 
 FW_BIN = harness.BUILD / "nfs" / "sluice-nf-firewall"
 harness.NF_BINS.setdefault("firewall", FW_BIN)  # start_nf("firewall", ...); harness.py untouched
@@ -70,55 +68,6 @@ table inet slt_fw {
   }
 }
 """
-
-# ---------------------------------------------------------------- namespaces from this process
-
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-
-
-@contextlib.contextmanager
-def in_netns(name):
-    """Run the block in network namespace `name` (this thread only); sockets made there stay there."""
-    orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-        yield
-    finally:
-        if _libc.setns(orig, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns back")
-        os.close(fd)
-        os.close(orig)
-
-
-class Wire:
-    """A raw AF_PACKET socket on interface `ifname` of namespace `ns`."""
-
-    def __init__(self, ns, ifname):
-        with in_netns(ns):
-            self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            self.s.bind((ifname, 0))
-        self.s.setblocking(False)
-
-    def send(self, frame):
-        self.s.send(bytes(frame))
-
-    def recv_all(self):
-        out = []
-        while True:
-            try:
-                data, addr = self.s.recvfrom(65535)
-            except BlockingIOError:
-                return out
-            if addr[2] != PACKET_OUTGOING:
-                out.append(data)
-
-    def close(self):
-        self.s.close()
 
 
 def tag_of(frame):

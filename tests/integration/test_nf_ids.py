@@ -19,14 +19,13 @@ import pytest
 
 import harness
 from harness import base_config, net, sh, sluice, wait_until, workdir  # noqa: F401
+from rawwire import Wire
 
 IDS_BIN = harness.BUILD / "nfs" / "sluice-nf-ids"
 harness.NF_BINS.setdefault("ids", IDS_BIN)  # start_nf("ids", ...); harness.py untouched
 
 scapy_all = pytest.importorskip("scapy.all")
 from scapy.all import IP, TCP, UDP, Ether, Raw  # noqa: E402
-
-from test_nf_firewall import Wire  # noqa: E402  (raw AF_PACKET socket inside a namespace)
 
 CLI, SRV = "10.81.0.1", "10.81.0.2"
 CLI_MAC, SRV_MAC = "02:81:00:00:00:01", "02:81:00:00:00:02"

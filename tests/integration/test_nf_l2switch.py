@@ -23,7 +23,6 @@ frame into metadata, the test puts it back.
 
 import json
 import signal
-import socket
 import struct
 import subprocess
 import time
@@ -32,6 +31,7 @@ import pytest
 
 import harness
 from harness import base_config, net, sh, sluice, wait_until, workdir  # noqa: F401
+from rawwire import Wire
 
 L2_BIN = harness.BUILD / "nfs" / "sluice-nf-l2switch"
 harness.NF_BINS.setdefault("l2switch", L2_BIN)  # start_nf("l2switch", ...); harness.py untouched
@@ -39,12 +39,6 @@ harness.NF_BINS.setdefault("l2switch", L2_BIN)  # start_nf("l2switch", ...); har
 scapy_all = pytest.importorskip("scapy.all")
 from scapy.all import Dot1Q, Ether, Raw  # noqa: E402
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_AUXDATA = 8
-PACKET_OUTGOING = 4
-TP_STATUS_VLAN_VALID = 0x10
-TP_STATUS_VLAN_TPID_VALID = 0x40
 ETYPE = 0x88B5  # IEEE local experimental: no kernel stack answers it
 BCAST = "ff:ff:ff:ff:ff:ff"
 DECISIONS = ("forwarded", "flooded", "filtered", "vlan_drop", "malformed", "link_local", "no_room")
@@ -52,46 +46,6 @@ DECISIONS = ("forwarded", "flooded", "filtered", "vlan_drop", "malformed", "link
 
 def mac(n):
     return f"02:82:00:00:00:{n:02x}"
-
-
-# ---------------------------------------------------------------- raw sockets in namespaces
-
-from test_nf_firewall import in_netns  # noqa: E402  (setns helper, read-only reuse)
-
-
-class Wire:
-    """A raw AF_PACKET socket on `ifname` in namespace `ns` that returns received frames with their
-    802.1Q tag restored from PACKET_AUXDATA."""
-
-    def __init__(self, ns, ifname):
-        with in_netns(ns):
-            self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            self.s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
-            self.s.bind((ifname, 0))
-        self.s.setblocking(False)
-
-    def send(self, frame):
-        self.s.send(bytes(frame))
-
-    def recv_all(self):
-        out = []
-        while True:
-            try:
-                data, anc, _flags, addr = self.s.recvmsg(65535, socket.CMSG_SPACE(64))
-            except BlockingIOError:
-                return out
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            for level, typ, d in anc:
-                if level == SOL_PACKET and typ == PACKET_AUXDATA and len(d) >= 20:
-                    status, _l, _s, _m, _n, tci, tpid = struct.unpack("IIIHHHH", d[:20])
-                    if status & TP_STATUS_VLAN_VALID:
-                        tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else 0x8100
-                        data = data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
-            out.append(data)
-
-    def close(self):
-        self.s.close()
 
 
 def marked(dst, src, ident, vid=None, prio=0):
@@ -130,7 +84,7 @@ def start_bridge(net, sluice, letters, conf_text=None, extra=()):  # noqa: F811
         conf.write_text(conf_text)
         args += ["--config", conf]
     sluice.start_nf("l2switch", "sw", wakeup="block", batch=1, timeout_us=50, extra=args)
-    return {x: Wire(f"slt-l2{x}", f"slt-l2{x}1") for x in letters}
+    return {x: Wire(f"slt-l2{x}", f"slt-l2{x}1", restore_vlan=True) for x in letters}
 
 
 def counters(s):
@@ -369,7 +323,7 @@ def start_linux_bridge(net, letters, vlans=None):  # noqa: F811
                 sh("bridge", "vlan", "add", "dev", port, "vid", vid, *extra, ns=br)
         sh("ip", "link", "set", port, "up", ns=br)
         sh("ip", "link", "set", peer, "up", ns=ns)
-        wires[x] = Wire(ns, peer)
+        wires[x] = Wire(ns, peer, restore_vlan=True)
 
     def forwarding():
         out = sh("bridge", "link", ns=br).stdout

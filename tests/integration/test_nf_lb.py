@@ -10,13 +10,9 @@ every request with its own name and logs the client address it saw. web2 listens
 translates the port too).
 """
 
-import contextlib
-import ctypes
 import http.client
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -24,6 +20,7 @@ import pytest
 
 import harness
 from harness import base_config, net, sh, sluice, wait_until, workdir  # noqa: F401
+from rawwire import Wire, in_netns
 
 LB_BIN = harness.BUILD / "nfs" / "sluice-nf-lb"
 harness.NF_BINS.setdefault("lb", LB_BIN)  # start_nf("lb", ...); harness.py untouched
@@ -61,25 +58,6 @@ for spec in sys.argv[2:]:
 print("ready", flush=True)
 threading.Event().wait()
 '''
-
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-
-
-@contextlib.contextmanager
-def in_netns(name):
-    """Run the block in network namespace `name` (this thread only); sockets made there stay there."""
-    orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-        yield
-    finally:
-        if _libc.setns(orig, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns back")
-        os.close(fd)
-        os.close(orig)
 
 
 def conf_text(states, names=("web1", "web2", "web3")):
@@ -266,15 +244,13 @@ def test_malformed_frames_counted_and_lb_survives(net, sluice, workdir):  # noqa
         eth + udp[:2] + b"\x00\x1a" + udp[4:26],          # UDP header cut (total 26)
         eth + syn[:22],                                   # 2 bytes of TCP: no ports
     ]
-    with in_netns(CLI_NS):
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        s.bind(("slt-lbc1", 0))
+    w = Wire(CLI_NS, "slt-lbc1")
     try:
         for _ in range(3):
             for f in frames:
-                s.send(f)
+                w.send(f)
     finally:
-        s.close()
+        w.close()
     wait_until(lambda: counters(sluice)["malformed"] >= 3 * len(frames), 20, "malformed frames counted")
     c = counters(sluice)
     assert c["malformed"] == 3 * len(frames) and c["new_conns"] == 0, c

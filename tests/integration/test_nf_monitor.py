@@ -11,14 +11,9 @@ traffic (ARP, echo request/reply).
 """
 
 import collections
-import contextlib
-import errno
-import ctypes
 import json
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
@@ -26,6 +21,7 @@ import pytest
 
 import harness
 from harness import base_config, sh, sluice, wait_until, workdir  # noqa: F401
+from rawwire import Wire
 
 MON_BIN = harness.BUILD / "nfs" / "sluice-nf-monitor"
 harness.NF_BINS.setdefault("monitor", MON_BIN)  # start_nf("monitor", ...); harness.py untouched
@@ -37,60 +33,6 @@ NS_A, NS_B = "slt-mona", "slt-monb"
 IP_A, IP_B = "10.81.0.1", "10.81.0.2"
 MAC_A, MAC_B = "02:81:00:00:00:01", "02:81:00:00:00:02"
 NOBODY = "02:81:00:00:00:99"  # neither namespace's kernel takes these frames
-
-# ---------------------------------------------------------------- raw sockets in a namespace
-
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-
-
-@contextlib.contextmanager
-def in_netns(name):
-    orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-        yield
-    finally:
-        if _libc.setns(orig, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns back")
-        os.close(fd)
-        os.close(orig)
-
-
-class Wire:
-    """A raw AF_PACKET socket on interface `ifname` in namespace `ns`."""
-
-    def __init__(self, ns, ifname):
-        with in_netns(ns):
-            self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            self.s.bind((ifname, 0))
-        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        self.s.setblocking(False)
-        self.got = []
-
-    def send(self, frame):
-        self.s.send(bytes(frame))
-
-    def drain(self):
-        while True:
-            try:
-                data, addr = self.s.recvfrom(65535)
-            except BlockingIOError:
-                return self.got
-            except OSError as e:  # ENETDOWN once if the link bounced (sluiced starting its port)
-                if e.errno != errno.ENETDOWN:
-                    raise
-                continue
-            if addr[2] != PACKET_OUTGOING:
-                self.got.append(data)
-
-    def close(self):
-        self.s.close()
-
 
 # ---------------------------------------------------------------- fixtures and helpers
 
@@ -137,7 +79,7 @@ def mon_net(mon_netns, sluice):  # noqa: F811
                {"name": "monb", "vdev": "net_af_packet1,iface=slt-monb0,framecnt=4096", "chain": "b2a"}],
         chains=[{"name": "a2b", "nfs": ["mon"], "exit": "monb"},
                 {"name": "b2a", "nfs": ["mon"], "exit": "mona"}]))
-    wires = [Wire(NS_A, "slt-mona1"), Wire(NS_B, "slt-monb1")]
+    wires = [Wire(NS_A, "slt-mona1", rcvbuf=1 << 20), Wire(NS_B, "slt-monb1", rcvbuf=1 << 20)]
     yield sluice, wires
     for w in wires:
         w.close()
@@ -150,9 +92,10 @@ def start_monitor(s, *extra):
     return pcap, records
 
 
-def settle(s, want_at_least, timeout=20.0):
+def settle(s, want_at_least, timeout=20.0, quiet=3.5):
     """Wait until the monitor received at least `want_at_least` packets and its count stopped moving
-    for a second. Returns its rx_pkts."""
+    for `quiet` seconds (longer than the kernel's 3 ARP retries, 1 s apart, that crafted frames to an
+    on-link address can set off). Returns its rx_pkts."""
     wait_until(lambda: s.nf("mon")["rx_pkts"] >= want_at_least, timeout,
                f"monitor rx >= {want_at_least}")
     last = [None, time.monotonic()]
@@ -162,7 +105,7 @@ def settle(s, want_at_least, timeout=20.0):
         if rx != last[0]:
             last[:] = [rx, time.monotonic()]
             return None
-        return rx if time.monotonic() - last[1] >= 1.0 else None
+        return rx if time.monotonic() - last[1] >= quiet else None
 
     return wait_until(stable, timeout, "monitor rx count stable", interval=0.2)
 
@@ -397,7 +340,8 @@ def test_malformed_frames_are_captured_as_they_are_and_counted(mon_net):
 
 def test_idle_expiry_and_capture_limit(mon_net):
     s, (wa, wb) = mon_net
-    pcap, rec = start_monitor(s, "--idle", 1, "--capture-max", 3)
+    # idle 3 s: long enough that the second flow is still live when its counters are read below
+    pcap, rec = start_monitor(s, "--idle", 3, "--capture-max", 3)
     e = Ether(src=MAC_A, dst=NOBODY)
     first = [e / IP(src="10.81.4.1", dst="10.81.4.2", id=i) / UDP(sport=1, dport=2) for i in range(5)]
     for fr in first:
@@ -405,11 +349,12 @@ def test_idle_expiry_and_capture_limit(mon_net):
     settle(s, 5)
     # the flow goes idle: it is written as expired and leaves the table
     wait_until(lambda: rec.exists() and any(json.loads(l).get("state") == "idle"
-                                            for l in rec.read_text().splitlines()), 10, "an expired flow")
+                                            for l in rec.read_text().splitlines()), 15, "an expired flow")
     wait_until(lambda: s.nf("mon")["counters"]["flows"] == 0, 5, "the table empty again")
     wa.send(first[0])  # the same 5-tuple again: a new record
-    settle(s, 6)
-    c = s.nf("mon")["counters"]
+    # read as soon as the monitor handled it (a stability wait could outlast the idle timeout)
+    c = wait_until(lambda: (lambda c: c if c["captured"] + c["capture_dropped"] >= 6 else None)(
+        s.nf("mon")["counters"]), 10, "the sixth packet handled")
     assert (c["flows"], c["flows_total"], c["flows_expired"]) == (1, 2, 1), c
     assert (c["captured"], c["capture_dropped"]) == (3, 3), c
     stop_monitor(s)

@@ -13,11 +13,7 @@ the time between the first and the last packet metered. No assertion depends on 
 fast except through that upper bound (a slower machine only loosens it).
 """
 
-import contextlib
-import ctypes
-import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -25,6 +21,7 @@ import pytest
 
 import harness
 from harness import base_config, net, sh, sluice, wait_until, workdir  # noqa: F401
+from rawwire import Wire
 
 RL_BIN = harness.BUILD / "nfs" / "sluice-nf-ratelimit"
 harness.NF_BINS.setdefault("ratelimit", RL_BIN)  # start_nf("ratelimit", ...); harness.py untouched
@@ -46,59 +43,12 @@ class v6   match family ipv6 proto udp srtcm cir 8k cbs 0 ebs 1m yellow mark ef
 class pf   per-flow match proto udp dport 5005 srtcm cir 8k cbs 2000 ebs 0
 """
 
-# ---------------------------------------------------------------- raw sockets in namespaces
-
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-SO_RCVBUFFORCE = 33
-
-
-@contextlib.contextmanager
-def in_netns(name):
-    """Run the block in network namespace `name` (this thread only); sockets made there stay there."""
-    orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-        yield
-    finally:
-        if _libc.setns(orig, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns back")
-        os.close(fd)
-        os.close(orig)
-
-
-class Wire:
-    """A raw AF_PACKET socket on interface `ifname` of namespace `ns` (8 MiB receive buffer)."""
-
-    def __init__(self, ns, ifname):
-        with in_netns(ns):
-            self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            self.s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
-            self.s.bind((ifname, 0))
-        self.s.setblocking(False)
-
-    def send(self, frame):
-        self.s.send(bytes(frame))
-
-    def recv_all(self):
-        out = []
-        while True:
-            try:
-                data, addr = self.s.recvfrom(65535)
-            except BlockingIOError:
-                return out
-            if addr[2] != PACKET_OUTGOING:
-                out.append(data)
-
-    def close(self):
-        self.s.close()
-
-
 # ---------------------------------------------------------------- fixtures
+
+
+def rl_wire(ns, ifname):
+    """A rawwire.Wire with an 8 MiB receive buffer (SO_RCVBUFFORCE): a whole class's burst can queue."""
+    return Wire(ns, ifname, rcvbuf=8 << 20, rcvbuf_force=True)
 
 
 def start_path(net, sluice, conf_text, addrs=False, rl_args=()):  # noqa: F811
@@ -176,7 +126,7 @@ def received_by_dport(frames):
 
 def test_policing_marking_colour_aware(net, sluice):  # noqa: F811
     start_path(net, sluice, CONF)
-    cli, srv = Wire("slt-rlc", "slt-rlc1"), Wire("slt-rls", "slt-rls1")
+    cli, srv = rl_wire("slt-rlc", "slt-rlc1"), rl_wire("slt-rls", "slt-rls1")
     try:
         srv.recv_all()
         # srTCM 8 kbit/s, CBS 3000, EBS 3000: a burst of 200 x 1000 bytes far above CIR; ECN 01 set
@@ -267,7 +217,7 @@ def test_policing_marking_colour_aware(net, sluice):  # noqa: F811
 
 def test_per_flow_table_full_and_reload(net, sluice):  # noqa: F811
     conf = start_path(net, sluice, CONF, rl_args=["--flows", "4"])
-    cli, srv = Wire("slt-rlc", "slt-rlc1"), Wire("slt-rls", "slt-rls1")
+    cli, srv = rl_wire("slt-rlc", "slt-rlc1"), rl_wire("slt-rls", "slt-rls1")
     try:
         srv.recv_all()
         frames = [udp4(5005, sport=7000 + f, ident=f * 100 + i) for f in range(5) for i in range(10)]
@@ -340,7 +290,7 @@ def test_ping_malformed_and_config_errors(net, sluice, workdir):  # noqa: F811
     c = counters(sluice)
     assert c["unmatched"] >= 6 and c["non_ip"] >= 2 and c["dropped"] == 0, c
 
-    cli = Wire("slt-rlc", "slt-rlc1")
+    cli = rl_wire("slt-rlc", "slt-rlc1")
     try:
         frames = malformed_frames()
         for f in frames:

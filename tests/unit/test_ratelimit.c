@@ -397,9 +397,9 @@ static void test_conf(void)
 
 	/* errors name file, line and field */
 	expect_error("class a match any srtcm cir 10X cbs 1 ebs 1\n",
-		     "rl.conf:1: cir: '10X' is not a rate in bit/s (1..1T, e.g. 800k, 10M, 1.5G)");
+		     "rl.conf:1: cir: '10X' is not a rate in bit/s (1..1000G, e.g. 800k, 10M, 1.5G)");
 	expect_error("\n\nclass a match any srtcm cir 1k cbs -1 ebs 1\n",
-		     "rl.conf:3: cbs: '-1' is not a size in bytes (0..1G, e.g. 1500, 64k, 1m)");
+		     "rl.conf:3: cbs: '-1' is not a size in bytes (0..1024m, e.g. 1500, 64k, 1m)");
 	expect_error("class a match any\n",
 		     "rl.conf:1: meter: missing (srtcm cir R cbs B ebs B, or trtcm cir R pir R cbs B pbs B)");
 	expect_error("class a match any srtcm cir 1k cbs 100\n", "rl.conf:1: ebs: missing (needed by srtcm)");
