@@ -922,6 +922,12 @@ static void flow_expire(uint64_t now)
 	if (!flow_h || now < flow_next_sweep)
 		return;
 	flow_next_sweep = now + M.tsc_hz / 1000;
+	/* rte_hash_iterate walks empty buckets until it finds an entry: over an empty table one call
+	 * would scan all of it, every millisecond */
+	if (M.flow_st.entries == 0) {
+		flow_iter = 0;
+		return;
+	}
 	uint64_t idle = (uint64_t)M.cfg.flow_idle_ms * (M.tsc_hz / 1000);
 	for (int k = 0; k < 256; k++) {
 		const void *key;
