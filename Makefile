@@ -108,7 +108,8 @@ test: deps venv $(BENCH_STAMP) build build-asan hugepages
 	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d" && \
-	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/steering.py --quick --no-report --results "$$d"
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/steering.py --quick --no-report --results "$$d" && \
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/density.py --quick --no-report --results "$$d"
 
 demo: deps venv build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh

@@ -244,8 +244,11 @@ class NfSlot:
             lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name}: "
                      f"{' '.join(self.argv)}\n".encode())
             lf.flush()
+            # Its own process group (a terminal's Ctrl-C is the supervisor's to handle), but not
+            # its own session: with sched_autogroup every session is a scheduling group, and
+            # thousands of one-task groups made the scheduler several times slower per wake-up.
             self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=lf,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         stderr=subprocess.STDOUT, process_group=0,
                                          preexec_fn=_child_setup, close_fds=True)
         self.starttime = proc_starttime(self.proc.pid)
         self.started_at = time.monotonic()

@@ -208,9 +208,30 @@ static void waiting_leave(struct nf *nf)
 	nf->waiting = false;
 }
 
+/* Kicked and not yet run: its RX consumer index has not moved since the kick (the ring held
+ * packets then, and a woken NF cannot sleep again before it consumes: sl_ring_prepare_sleep
+ * re-checks the ring). It will see everything in its
+ * ring when it runs, so kicking it again -- or parking it -- would only cost system calls: with
+ * thousands of sleeping NFs, repeated kicks to NFs still waiting for the CPU outnumbered the NFs'
+ * runs ten to one. */
+static inline bool kick_pending(struct nf *nf)
+{
+	if (!nf->kick_pending)
+		return false;
+	if (__atomic_load_n(&nf->rx->cons, __ATOMIC_ACQUIRE) == nf->kick_cons)
+		return true;
+	nf->kick_pending = false;
+	return false;
+}
+
 static void kick(struct nf *nf)
 {
 	uint64_t one = 1;
+	/* Read before the write: once kicked, the NF may run (on another core) before write() returns.
+	 * Pending only if the ring still holds packets: an NF that already took them all may sleep
+	 * again without consuming anything more. */
+	nf->kick_cons = __atomic_load_n(&nf->rx->cons, __ATOMIC_ACQUIRE);
+	nf->kick_pending = nf->rx->prod != nf->kick_cons; /* prod: written by the worker only */
 	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
 		nf->st.kicks++;
 	nf->first_wait = 0;
@@ -240,7 +261,7 @@ static void flush_nf(struct nf *nf)
 	}
 	nf->nstage = 0;
 	if (nf->wakeup != SL_WAKE_POLL && n > 0) {
-		if (sl_ring_needs_kick(nf->rx)) {
+		if (sl_ring_needs_kick(nf->rx) && !kick_pending(nf)) {
 			uint64_t now = rte_rdtsc();
 			if (!nf->first_wait)
 				nf->first_wait = now;
@@ -305,7 +326,7 @@ static void drain_busy(const struct route *rt)
 		drain_nf(id, rt);
 		if (nf->lent == 0 && nf->nstage == 0)
 			set_leave(nf);
-		else if (asleep && nf->bell && sl_ring_count(nf->tx) == 0)
+		else if (asleep && nf->bell && sl_ring_count(nf->tx) == 0 && !kick_pending(nf))
 			set_enter(nf, NF_SET_PARKED);
 		else
 			i++;
@@ -719,6 +740,7 @@ static void exec_cmd(struct wcmd *c)
 		nf->nstage = 0;
 		nf->dirty = false;
 		nf->first_wait = 0;
+		nf->kick_pending = false;
 		nf->lent = 0;
 		c->result = 0;
 		nf->set = NF_SET_NONE;

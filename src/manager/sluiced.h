@@ -173,6 +173,8 @@ struct nf {
 	bool waiting;         /* on the list of sleepers with packets waiting for a kick */
 	bool bell;            /* its TX eventfd is in the worker's doorbell epoll */
 	bool overloaded;      /* holds >= 3/4 of its lending budget; clears at <= 1/4 (backpressure) */
+	bool kick_pending;    /* kicked, and had consumed nothing since when last looked (kick_cons) */
+	uint32_t kick_cons;   /* its RX ring's consumer index when it was kicked */
 	uint32_t set_pos;     /* index in that list */
 	struct nf_stats st;
 	/* RX staging, worker only */
