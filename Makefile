@@ -102,7 +102,7 @@ hugepages:
 test: deps venv $(BENCH_STAMP) build build-asan hugepages
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
-	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v tests/integration
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v --durations=20 tests/integration
 	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build"
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v $(ASAN_E2E)
 	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
