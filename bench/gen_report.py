@@ -1478,11 +1478,11 @@ def density_verdict(rows: list[dict]) -> list[str]:
                "with dozens of packets)" if cheap else "")
             + ", or the NFs would need several cores.",
             f"- **sluiced's worker** sent {m.get('nf_kicks_per_s', 0):,.0f} kicks/s (one eventfd write each) for "
-            f"{runs:,.0f} NF runs/s: a sleeping NF that was kicked but has not run yet (still in the run queue, its "
-            "ring's need_kick still set) is kicked again at every deadline or batch threshold, so most kicks are "
-            f"redundant system calls on core 1; plus {m.get('doorbells_per_s', 0):,.0f} doorbells/s (a kicked NF is "
-            "parked before it has run, so it must ring to have its returns collected). Keeping a kicked NF busy, and "
-            "not kicking it again, until it has been seen awake would remove both (not done: this is a measurement)."]
+            f"{runs:,.0f} NF runs/s and saw {m.get('doorbells_per_s', 0):,.0f} doorbells/s"
+            + (": at most one kick per run, so the worker's system calls are not what limits it (a kicked NF that "
+               "has not run yet is neither kicked again nor parked)."
+               if m.get('nf_kicks_per_s', 0) <= 1.2 * runs else
+               ": more kicks than runs, i.e. NFs kicked again before they ran -- redundant system calls on core 1.")]
     return out
 
 
