@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "confparse.h"
+
 #include "firewall_pkt.h"
 
 #define FW_RULES_MAX 1000     /* sluiced shows at most 1024 counters per NF */
@@ -58,82 +60,6 @@ static inline void fw_rules_free(struct fw_ruleset *rs)
 	rs->n = 0;
 }
 
-static inline int fw_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-/* "N" or "N-M", 0..65535, N <= M */
-static inline int fw_parse_range(const char *s, uint16_t *lo, uint16_t *hi)
-{
-	char *end;
-	if (s[0] < '0' || s[0] > '9')
-		return -1;
-	errno = 0;
-	unsigned long a = strtoul(s, &end, 10), b = a;
-	if (errno || a > 65535)
-		return -1;
-	if (*end == '-') {
-		const char *t = end + 1;
-		if (t[0] < '0' || t[0] > '9')
-			return -1;
-		b = strtoul(t, &end, 10);
-		if (errno || b > 65535 || b < a)
-			return -1;
-	}
-	if (*end != '\0')
-		return -1;
-	*lo = (uint16_t)a;
-	*hi = (uint16_t)b;
-	return 0;
-}
-
-/* "ADDR" or "ADDR/LEN" (IPv4 or IPv6). Host bits are masked off. Returns the family or -1. */
-static inline int fw_parse_prefix(const char *s, uint64_t v[2], uint64_t m[2])
-{
-	char buf[64];
-	uint8_t a[16] = { 0 }, mask[16] = { 0 };
-	const char *slash = strchr(s, '/');
-	size_t alen = slash ? (size_t)(slash - s) : strlen(s);
-	if (alen == 0 || alen >= sizeof(buf))
-		return -1;
-	memcpy(buf, s, alen);
-	buf[alen] = '\0';
-	int fam;
-	unsigned bits;
-	if (inet_pton(AF_INET, buf, a) == 1) {
-		fam = 4;
-		bits = 32;
-	} else if (inet_pton(AF_INET6, buf, a) == 1) {
-		fam = 6;
-		bits = 128;
-	} else {
-		return -1;
-	}
-	unsigned plen = bits;
-	if (slash) {
-		const char *t = slash + 1;
-		char *end;
-		if (t[0] < '0' || t[0] > '9' || strlen(t) > 3)
-			return -1;
-		unsigned long l = strtoul(t, &end, 10);
-		if (*end != '\0' || l > bits)
-			return -1;
-		plen = (unsigned)l;
-	}
-	for (unsigned i = 0; i < plen; i++)
-		mask[i / 8] |= (uint8_t)(0x80 >> (i % 8));
-	for (int i = 0; i < 16; i++)
-		a[i] &= mask[i];
-	memcpy(v, a, 16);
-	memcpy(m, mask, 16);
-	return fam;
-}
-
 static inline int fw_label_ok(const char *s)
 {
 	size_t n = strlen(s);
@@ -158,7 +84,7 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
 		lineno++;
 		if (n > FW_LINE_MAX) {
-			fw_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, FW_LINE_MAX);
+			conf_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, FW_LINE_MAX);
 			goto fail;
 		}
 		memcpy(line, p, n);
@@ -172,7 +98,7 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 		int nt = 0;
 		for (char *s = strtok(line, " \t\r\v\f"); s; s = strtok(NULL, " \t\r\v\f")) {
 			if (nt == 64) {
-				fw_err(err, errlen, "%s:%d: too many words", file, lineno);
+				conf_err(err, errlen, "%s:%d: too many words", file, lineno);
 				goto fail;
 			}
 			tok[nt++] = s;
@@ -182,12 +108,12 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 
 		if (strcmp(tok[0], "default") == 0) {
 			if (nt != 2 || (strcmp(tok[1], "allow") != 0 && strcmp(tok[1], "drop") != 0)) {
-				fw_err(err, errlen, "%s:%d: default: expected 'default allow' or 'default drop'",
+				conf_err(err, errlen, "%s:%d: default: expected 'default allow' or 'default drop'",
 				       file, lineno);
 				goto fail;
 			}
 			if (default_line) {
-				fw_err(err, errlen, "%s:%d: default: given twice (first on line %d)", file, lineno,
+				conf_err(err, errlen, "%s:%d: default: given twice (first on line %d)", file, lineno,
 				       default_line);
 				goto fail;
 			}
@@ -196,19 +122,19 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 			continue;
 		}
 		if (strcmp(tok[0], "allow") != 0 && strcmp(tok[0], "drop") != 0) {
-			fw_err(err, errlen, "%s:%d: action: '%s' is not allow, drop or default", file, lineno,
+			conf_err(err, errlen, "%s:%d: action: '%s' is not allow, drop or default", file, lineno,
 			       tok[0]);
 			goto fail;
 		}
 		if (rs.n == FW_RULES_MAX) {
-			fw_err(err, errlen, "%s:%d: more than %d rules", file, lineno, FW_RULES_MAX);
+			conf_err(err, errlen, "%s:%d: more than %d rules", file, lineno, FW_RULES_MAX);
 			goto fail;
 		}
 		if (rs.n == cap) {
 			cap = cap ? cap * 2 : 16;
 			struct fw_rule *nr = realloc(rs.r, cap * sizeof(*nr));
 			if (nr == NULL) {
-				fw_err(err, errlen, "%s:%d: out of memory", file, lineno);
+				conf_err(err, errlen, "%s:%d: out of memory", file, lineno);
 				goto fail;
 			}
 			rs.r = nr;
@@ -231,33 +157,33 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 				if (strcmp(f, fields[fi]) == 0)
 					break;
 			if (fi == sizeof(fields) / sizeof(fields[0])) {
-				fw_err(err, errlen,
+				conf_err(err, errlen,
 				       "%s:%d: '%s': unknown field (expected in, family, proto, src, dst, sport, "
 				       "dport, stateless, name)", file, lineno, f);
 				goto fail;
 			}
 			if (seen & (1u << fi)) {
-				fw_err(err, errlen, "%s:%d: %s: given twice", file, lineno, f);
+				conf_err(err, errlen, "%s:%d: %s: given twice", file, lineno, f);
 				goto fail;
 			}
 			seen |= 1u << fi;
 			if (fi == 8) { /* stateless: a flag */
 				if (r->action != FW_ALLOW) {
-					fw_err(err, errlen, "%s:%d: stateless: only for allow rules", file, lineno);
+					conf_err(err, errlen, "%s:%d: stateless: only for allow rules", file, lineno);
 					goto fail;
 				}
 				r->stateless = 1;
 				continue;
 			}
 			if (i + 1 >= nt) {
-				fw_err(err, errlen, "%s:%d: %s: missing value", file, lineno, f);
+				conf_err(err, errlen, "%s:%d: %s: missing value", file, lineno, f);
 				goto fail;
 			}
 			const char *v = tok[++i];
 			switch (fi) {
 			case 0: /* in */
 				if (strlen(v) >= FW_PORTNAME_MAX) {
-					fw_err(err, errlen, "%s:%d: in: '%s' is too long for a port name", file,
+					conf_err(err, errlen, "%s:%d: in: '%s' is too long for a port name", file,
 					       lineno, v);
 					goto fail;
 				}
@@ -269,7 +195,7 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 				else if (strcmp(v, "ipv6") == 0 || strcmp(v, "ip6") == 0)
 					r->family = 6;
 				else {
-					fw_err(err, errlen, "%s:%d: family: '%s' is not ipv4 or ipv6", file, lineno, v);
+					conf_err(err, errlen, "%s:%d: family: '%s' is not ipv4 or ipv6", file, lineno, v);
 					goto fail;
 				}
 				break;
@@ -288,7 +214,7 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 					char *end;
 					unsigned long x = strtoul(v, &end, 10);
 					if (v[0] < '0' || v[0] > '9' || *end != '\0' || x > 255) {
-						fw_err(err, errlen,
+						conf_err(err, errlen,
 						       "%s:%d: proto: '%s' is not tcp, udp, icmp, icmpv6 or 0..255",
 						       file, lineno, v);
 						goto fail;
@@ -298,10 +224,10 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 				break;
 			case 3: /* src */
 			case 4: { /* dst */
-				int fam = fw_parse_prefix(v, fi == 3 ? r->src : r->dst,
+				int fam = conf_parse_prefix(v, fi == 3 ? r->src : r->dst,
 							  fi == 3 ? r->src_mask : r->dst_mask);
 				if (fam < 0) {
-					fw_err(err, errlen, "%s:%d: %s: '%s' is not an address or prefix", file,
+					conf_err(err, errlen, "%s:%d: %s: '%s' is not an address or prefix", file,
 					       lineno, f, v);
 					goto fail;
 				}
@@ -316,9 +242,9 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 			}
 			case 5: /* sport */
 			case 6: /* dport */
-				if (fw_parse_range(v, fi == 5 ? &r->sport_lo : &r->dport_lo,
+				if (conf_parse_range(v, fi == 5 ? &r->sport_lo : &r->dport_lo,
 						   fi == 5 ? &r->sport_hi : &r->dport_hi) < 0) {
-					fw_err(err, errlen, "%s:%d: %s: '%s' is not a port or range (0..65535, N-M)",
+					conf_err(err, errlen, "%s:%d: %s: '%s' is not a port or range (0..65535, N-M)",
 					       file, lineno, f, v);
 					goto fail;
 				}
@@ -326,14 +252,14 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 				break;
 			case 7: /* name */
 				if (!fw_label_ok(v)) {
-					fw_err(err, errlen,
+					conf_err(err, errlen,
 					       "%s:%d: name: '%s' is not 1-%d characters of [A-Za-z0-9_.:-]", file,
 					       lineno, v, FW_LABEL_MAX);
 					goto fail;
 				}
 				for (unsigned j = 0; j < rs.n; j++)
 					if (strcmp(rs.r[j].label, v) == 0) {
-						fw_err(err, errlen, "%s:%d: name: '%s' already names the rule on line %d",
+						conf_err(err, errlen, "%s:%d: name: '%s' already names the rule on line %d",
 						       file, lineno, v, rs.r[j].line);
 						goto fail;
 					}
@@ -351,7 +277,7 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 			if (!cons[c].f)
 				continue;
 			if (fam && fam != cons[c].f) {
-				fw_err(err, errlen, "%s:%d: %s: is %s but %s is %s", file, lineno, cons[c].name,
+				conf_err(err, errlen, "%s:%d: %s: is %s but %s is %s", file, lineno, cons[c].name,
 				       famname[cons[c].f], why, famname[fam]);
 				goto fail;
 			}
@@ -360,7 +286,7 @@ static inline int fw_rules_parse(const char *file, const char *text, struct fw_r
 		}
 		r->family = (uint8_t)fam;
 		if (r->has_l4 && r->proto != FW_IPPROTO_TCP && r->proto != FW_IPPROTO_UDP) {
-			fw_err(err, errlen, "%s:%d: %s: needs proto tcp or udp", file, lineno,
+			conf_err(err, errlen, "%s:%d: %s: needs proto tcp or udp", file, lineno,
 			       (seen & (1u << 5)) ? "sport" : "dport");
 			goto fail;
 		}
@@ -378,13 +304,13 @@ static inline int fw_rules_load(const char *path, struct fw_ruleset *out, char *
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return fw_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return conf_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 	size_t cap = 4096, n = 0;
 	char *buf = malloc(cap);
 	for (;;) {
 		if (buf == NULL) {
 			fclose(f);
-			return fw_err(err, errlen, "%s: out of memory", path);
+			return conf_err(err, errlen, "%s: out of memory", path);
 		}
 		n += fread(buf + n, 1, cap - 1 - n, f);
 		if (n < cap - 1)
@@ -392,7 +318,7 @@ static inline int fw_rules_load(const char *path, struct fw_ruleset *out, char *
 		if (cap >= (64u << 20)) {
 			free(buf);
 			fclose(f);
-			return fw_err(err, errlen, "%s: larger than 64 MiB", path);
+			return conf_err(err, errlen, "%s: larger than 64 MiB", path);
 		}
 		cap *= 2;
 		char *nb = realloc(buf, cap);
@@ -404,12 +330,12 @@ static inline int fw_rules_load(const char *path, struct fw_ruleset *out, char *
 	fclose(f);
 	if (rerr) {
 		free(buf);
-		return fw_err(err, errlen, "%s: read error", path);
+		return conf_err(err, errlen, "%s: read error", path);
 	}
 	buf[n] = '\0';
 	if (memchr(buf, '\0', n) != NULL) {
 		free(buf);
-		return fw_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
+		return conf_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
 	}
 	int rc = fw_rules_parse(path, buf, out, err, errlen);
 	free(buf);
@@ -430,7 +356,7 @@ static inline int fw_rules_resolve(struct fw_ruleset *rs, const char *file,
 		}
 		int id = port_id(arg, r->in_name);
 		if (id < 0)
-			return fw_err(err, errlen, "%s:%d: in: sluiced has no port '%s'", file, r->line,
+			return conf_err(err, errlen, "%s:%d: in: sluiced has no port '%s'", file, r->line,
 				      r->in_name);
 		r->in_port = id;
 	}

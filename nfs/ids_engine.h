@@ -86,7 +86,7 @@ static inline int ids_engine_build(struct ids_engine *e, const struct ids_rulese
 	e->nopat = calloc(nr, sizeof(*e->nopat));
 	if (!e->gen || !e->cnt || !e->cand || !e->nopat) {
 		ids_engine_free(e);
-		return ids_err(err, errlen, "%s: out of memory for %u rules", file, rs->n);
+		return conf_err(err, errlen, "%s: out of memory for %u rules", file, rs->n);
 	}
 	for (unsigned i = 0; i < rs->n; i++)
 		if (rs->r[i].npat == 0)
@@ -100,7 +100,7 @@ static inline int ids_engine_build(struct ids_engine *e, const struct ids_rulese
 	const hs_expr_ext_t **extp = calloc(np, sizeof(*extp));
 	int rc = -1;
 	if (!expr || !flags || !ids || !ext || !extp) {
-		ids_err(err, errlen, "%s: out of memory for %u patterns", file, np);
+		conf_err(err, errlen, "%s: out of memory for %u patterns", file, np);
 		goto out;
 	}
 	for (unsigned i = 0; i < np; i++) {
@@ -124,7 +124,7 @@ static inline int ids_engine_build(struct ids_engine *e, const struct ids_rulese
 				    (p->multiline ? HS_FLAG_MULTILINE : 0);
 		}
 		if (expr[i] == NULL) {
-			ids_err(err, errlen, "%s: out of memory", file);
+			conf_err(err, errlen, "%s: out of memory", file);
 			goto out;
 		}
 		extp[i] = ext[i].flags ? &ext[i] : NULL;
@@ -136,10 +136,10 @@ static inline int ids_engine_build(struct ids_engine *e, const struct ids_rulese
 				 &ce) != HS_SUCCESS) {
 		if (ce && ce->expression >= 0 && (unsigned)ce->expression < np) {
 			const struct ids_pat *p = &rs->p[ce->expression];
-			ids_err(err, errlen, "%s:%d: %s: rejected by Hyperscan: %s", file, rs->r[p->rule].line,
+			conf_err(err, errlen, "%s:%d: %s: rejected by Hyperscan: %s", file, rs->r[p->rule].line,
 				p->kind == IDS_PAT_PCRE ? "pcre" : "content", ce->message);
 		} else {
-			ids_err(err, errlen, "%s: Hyperscan compile failed: %s", file, ce ? ce->message : "?");
+			conf_err(err, errlen, "%s: Hyperscan compile failed: %s", file, ce ? ce->message : "?");
 		}
 		hs_free_compile_error(ce);
 		e->db = NULL;
@@ -149,7 +149,7 @@ static inline int ids_engine_build(struct ids_engine *e, const struct ids_rulese
 	e->compile_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	hs_database_size(e->db, &e->db_bytes);
 	if (hs_alloc_scratch(e->db, &e->scratch) != HS_SUCCESS) {
-		ids_err(err, errlen, "%s: cannot allocate Hyperscan scratch space", file);
+		conf_err(err, errlen, "%s: cannot allocate Hyperscan scratch space", file);
 		goto out;
 	}
 	rc = 0;

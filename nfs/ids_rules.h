@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "confparse.h"
+
 #include "pktparse.h"
 
 #define IDS_RULES_MAX    1000000
@@ -205,15 +207,6 @@ static inline void ids_rules_free(struct ids_ruleset *rs)
 	free(rs->r);
 	free(rs->p);
 	memset(rs, 0, sizeof(*rs));
-}
-
-static inline int ids_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 /* "ADDR" or "ADDR/LEN", IPv4 or IPv6; host bits masked off. Returns 0 or -1. */
@@ -585,7 +578,7 @@ static const char *const ids_ignored_kw[] = { "reference", "metadata", "gid", "t
 static inline int ids_parse_rule(struct ids_ruleset *rs, const char *file, int lineno, char *line,
 				 char *err, size_t errlen)
 {
-#define IDS_FAIL(...) do { ids_err(err, errlen, __VA_ARGS__); goto fail; } while (0)
+#define IDS_FAIL(...) do { conf_err(err, errlen, __VA_ARGS__); goto fail; } while (0)
 	struct ids_rule r;
 	unsigned pat0 = rs->np;
 	memset(&r, 0, sizeof(r));
@@ -907,13 +900,13 @@ static inline int ids_rules_parse(const char *file, const char *text, struct ids
 	const char *p = text;
 	char *line = malloc(IDS_LINE_MAX + 1);
 	if (line == NULL)
-		return ids_err(err, errlen, "%s: out of memory", file);
+		return conf_err(err, errlen, "%s: out of memory", file);
 	while (*p) {
 		const char *nl = strchr(p, '\n');
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
 		lineno++;
 		if (n > IDS_LINE_MAX) {
-			ids_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, IDS_LINE_MAX);
+			conf_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, IDS_LINE_MAX);
 			goto fail;
 		}
 		memcpy(line, p, n);
@@ -925,7 +918,7 @@ static inline int ids_rules_parse(const char *file, const char *text, struct ids
 		if (*t == '\0' || *t == '#')
 			continue;
 		if (rs.n == IDS_RULES_MAX) {
-			ids_err(err, errlen, "%s:%d: more than %d rules", file, lineno, IDS_RULES_MAX);
+			conf_err(err, errlen, "%s:%d: more than %d rules", file, lineno, IDS_RULES_MAX);
 			goto fail;
 		}
 		if (ids_parse_rule(&rs, file, lineno, t, err, errlen) < 0)
@@ -937,7 +930,7 @@ static inline int ids_rules_parse(const char *file, const char *text, struct ids
 	if (rs.n > 1) {
 		uint64_t *k = malloc(rs.n * sizeof(*k));
 		if (k == NULL) {
-			ids_err(err, errlen, "%s: out of memory", file);
+			conf_err(err, errlen, "%s: out of memory", file);
 			goto fail;
 		}
 		for (unsigned i = 0; i < rs.n; i++)
@@ -945,7 +938,7 @@ static inline int ids_rules_parse(const char *file, const char *text, struct ids
 		qsort(k, rs.n, sizeof(*k), ids_cmp_u64);
 		for (unsigned i = 1; i < rs.n; i++)
 			if (k[i] >> 32 == k[i - 1] >> 32) {
-				ids_err(err, errlen, "%s:%u: sid: %u already used on line %u", file,
+				conf_err(err, errlen, "%s:%u: sid: %u already used on line %u", file,
 					(unsigned)(uint32_t)k[i], (unsigned)(k[i] >> 32), (unsigned)(uint32_t)k[i - 1]);
 				free(k);
 				goto fail;
@@ -965,13 +958,13 @@ static inline int ids_rules_load(const char *path, struct ids_ruleset *out, char
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return ids_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return conf_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap);
 	for (;;) {
 		if (buf == NULL) {
 			fclose(f);
-			return ids_err(err, errlen, "%s: out of memory", path);
+			return conf_err(err, errlen, "%s: out of memory", path);
 		}
 		n += fread(buf + n, 1, cap - 1 - n, f);
 		if (n < cap - 1)
@@ -979,7 +972,7 @@ static inline int ids_rules_load(const char *path, struct ids_ruleset *out, char
 		if (cap >= (256u << 20)) {
 			free(buf);
 			fclose(f);
-			return ids_err(err, errlen, "%s: larger than 256 MiB", path);
+			return conf_err(err, errlen, "%s: larger than 256 MiB", path);
 		}
 		cap *= 2;
 		char *nb = realloc(buf, cap);
@@ -991,12 +984,12 @@ static inline int ids_rules_load(const char *path, struct ids_ruleset *out, char
 	fclose(f);
 	if (rerr) {
 		free(buf);
-		return ids_err(err, errlen, "%s: read error", path);
+		return conf_err(err, errlen, "%s: read error", path);
 	}
 	buf[n] = '\0';
 	if (memchr(buf, '\0', n) != NULL) {
 		free(buf);
-		return ids_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
+		return conf_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
 	}
 	int rc = ids_rules_parse(path, buf, out, err, errlen);
 	free(buf);

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "confparse.h"
+
 #define L2_PORTS_MAX 64      /* a port set is a 64-bit mask (struct sl_out_set) */
 #define L2_VLAN_MAX 4094
 #define L2_NAME_MAX 32       /* SL_NAME_MAX */
@@ -57,15 +59,6 @@ struct l2_vlan_map {
 	uint16_t pvid[L2_PORTS_MAX];
 	uint64_t ports;                 /* ports in the bridge */
 };
-
-static inline int l2_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* The next token of *s delimited by any of `delim`, NUL-terminated in place; NULL at the end.
  * (strtok_r without needing POSIX feature macros.) */
@@ -155,7 +148,7 @@ static inline int l2_conf_parse(const char *file, const char *text, struct l2_co
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
 		lineno++;
 		if (n > L2_LINE_MAX)
-			return l2_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, L2_LINE_MAX);
+			return conf_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, L2_LINE_MAX);
 		memcpy(line, p, n);
 		line[n] = '\0';
 		p += n + (nl ? 1 : 0);
@@ -167,7 +160,7 @@ static inline int l2_conf_parse(const char *file, const char *text, struct l2_co
 		char *save = line;
 		for (char *s = l2_tok(&save, " \t\r\v\f"); s; s = l2_tok(&save, " \t\r\v\f")) {
 			if (nt == 8)
-				return l2_err(err, errlen, "%s:%d: too many words", file, lineno);
+				return conf_err(err, errlen, "%s:%d: too many words", file, lineno);
 			tok[nt++] = s;
 		}
 		if (nt == 0)
@@ -177,35 +170,35 @@ static inline int l2_conf_parse(const char *file, const char *text, struct l2_co
 			int is_aging = tok[0][0] == 'a';
 			int *seen = is_aging ? &aging_line : &max_line;
 			if (*seen)
-				return l2_err(err, errlen, "%s:%d: %s: given twice (first on line %d)", file, lineno,
+				return conf_err(err, errlen, "%s:%d: %s: given twice (first on line %d)", file, lineno,
 					      tok[0], *seen);
 			if (nt != 2)
-				return l2_err(err, errlen, "%s:%d: %s: expected '%s %s'", file, lineno, tok[0], tok[0],
+				return conf_err(err, errlen, "%s:%d: %s: expected '%s %s'", file, lineno, tok[0], tok[0],
 					      is_aging ? "SECONDS" : "N");
 			uint64_t v;
 			if (is_aging ? l2_parse_num(tok[1], 1, 1000000, &v) < 0
 				     : l2_parse_num(tok[1], 1, L2_MAX_MACS_LIMIT, &v) < 0)
-				return l2_err(err, errlen, "%s:%d: %s: '%s' is not a number in %s", file, lineno, tok[0],
+				return conf_err(err, errlen, "%s:%d: %s: '%s' is not a number in %s", file, lineno, tok[0],
 					      tok[1], is_aging ? "1..1000000 (seconds)" : "1..16777216");
 			*seen = lineno;
 			*(is_aging ? &c->aging_s : &c->max_macs) = v;
 			continue;
 		}
 		if (strcmp(tok[0], "port") != 0)
-			return l2_err(err, errlen, "%s:%d: '%s': unknown statement (port, aging, max-macs)", file,
+			return conf_err(err, errlen, "%s:%d: '%s': unknown statement (port, aging, max-macs)", file,
 				      lineno, tok[0]);
 		if (nt < 2)
-			return l2_err(err, errlen, "%s:%d: port: expected 'port NAME [access VLAN | trunk VLANS "
+			return conf_err(err, errlen, "%s:%d: port: expected 'port NAME [access VLAN | trunk VLANS "
 				      "[native VLAN]]'", file, lineno);
 		if (strlen(tok[1]) >= L2_NAME_MAX)
-			return l2_err(err, errlen, "%s:%d: port: name '%s' is longer than %d characters", file, lineno,
+			return conf_err(err, errlen, "%s:%d: port: name '%s' is longer than %d characters", file, lineno,
 				      tok[1], L2_NAME_MAX - 1);
 		for (unsigned i = 0; i < c->nports; i++)
 			if (strcmp(c->port[i].name, tok[1]) == 0)
-				return l2_err(err, errlen, "%s:%d: port: '%s' configured twice (first on line %d)", file,
+				return conf_err(err, errlen, "%s:%d: port: '%s' configured twice (first on line %d)", file,
 					      lineno, tok[1], c->port[i].line);
 		if (c->nports == L2_PORTS_MAX)
-			return l2_err(err, errlen, "%s:%d: port: more than %d ports", file, lineno, L2_PORTS_MAX);
+			return conf_err(err, errlen, "%s:%d: port: more than %d ports", file, lineno, L2_PORTS_MAX);
 		struct l2_port_conf *pc = &c->port[c->nports];
 		memset(pc, 0, sizeof(*pc));
 		snprintf(pc->name, sizeof(pc->name), "%s", tok[1]);
@@ -216,34 +209,34 @@ static inline int l2_conf_parse(const char *file, const char *text, struct l2_co
 			pc->pvid = 1;
 		} else if (strcmp(tok[2], "access") == 0) {
 			if (nt != 4)
-				return l2_err(err, errlen, "%s:%d: access: expected 'port NAME access VLAN'", file, lineno);
+				return conf_err(err, errlen, "%s:%d: access: expected 'port NAME access VLAN'", file, lineno);
 			if (l2_parse_num(tok[3], 1, L2_VLAN_MAX, &v) < 0)
-				return l2_err(err, errlen, "%s:%d: access: '%s' is not a VLAN id (1..4094)", file, lineno,
+				return conf_err(err, errlen, "%s:%d: access: '%s' is not a VLAN id (1..4094)", file, lineno,
 					      tok[3]);
 			pc->mode = L2_ACCESS;
 			pc->pvid = (uint16_t)v;
 		} else if (strcmp(tok[2], "trunk") == 0) {
 			char bad[64];
 			if (nt != 4 && nt != 6)
-				return l2_err(err, errlen, "%s:%d: trunk: expected 'port NAME trunk VLANS [native VLAN]'",
+				return conf_err(err, errlen, "%s:%d: trunk: expected 'port NAME trunk VLANS [native VLAN]'",
 					      file, lineno);
 			if (l2_parse_vlans(tok[3], pc->vlans, bad, sizeof(bad)) < 0)
-				return l2_err(err, errlen, "%s:%d: trunk: '%s' is not a VLAN id (1..4094), range "
+				return conf_err(err, errlen, "%s:%d: trunk: '%s' is not a VLAN id (1..4094), range "
 					      "(A-B) or list", file, lineno, bad);
 			pc->mode = L2_TRUNK;
 			if (nt == 6) {
 				if (strcmp(tok[4], "native") != 0)
-					return l2_err(err, errlen, "%s:%d: '%s': unknown field (expected native)", file,
+					return conf_err(err, errlen, "%s:%d: '%s': unknown field (expected native)", file,
 						      lineno, tok[4]);
 				if (l2_parse_num(tok[5], 1, L2_VLAN_MAX, &v) < 0)
-					return l2_err(err, errlen, "%s:%d: native: '%s' is not a VLAN id (1..4094)", file,
+					return conf_err(err, errlen, "%s:%d: native: '%s' is not a VLAN id (1..4094)", file,
 						      lineno, tok[5]);
 				pc->pvid = (uint16_t)v;
 				/* the native VLAN leaves untagged, never tagged */
 				pc->vlans[v / 64] &= ~(1ull << (v % 64));
 			}
 		} else {
-			return l2_err(err, errlen, "%s:%d: mode: '%s' is not access or trunk", file, lineno, tok[2]);
+			return conf_err(err, errlen, "%s:%d: mode: '%s' is not access or trunk", file, lineno, tok[2]);
 		}
 		c->nports++;
 	}
@@ -255,7 +248,7 @@ static inline int l2_conf_load(const char *path, struct l2_conf *c, char *err, s
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return l2_err(err, errlen, "%s: %s", path, strerror(errno));
+		return conf_err(err, errlen, "%s: %s", path, strerror(errno));
 	char *text = NULL;
 	size_t cap = 0, len = 0;
 	for (;;) {
@@ -264,13 +257,13 @@ static inline int l2_conf_load(const char *path, struct l2_conf *c, char *err, s
 			if (cap > (64u << 20)) {
 				free(text);
 				fclose(f);
-				return l2_err(err, errlen, "%s: larger than 64 MiB", path);
+				return conf_err(err, errlen, "%s: larger than 64 MiB", path);
 			}
 			char *t = realloc(text, cap);
 			if (t == NULL) {
 				free(text);
 				fclose(f);
-				return l2_err(err, errlen, "%s: out of memory", path);
+				return conf_err(err, errlen, "%s: out of memory", path);
 			}
 			text = t;
 		}
@@ -283,12 +276,12 @@ static inline int l2_conf_load(const char *path, struct l2_conf *c, char *err, s
 	fclose(f);
 	if (rd_err) {
 		free(text);
-		return l2_err(err, errlen, "%s: read error", path);
+		return conf_err(err, errlen, "%s: read error", path);
 	}
 	text[len] = '\0';
 	if (strlen(text) != len) {
 		free(text);
-		return l2_err(err, errlen, "%s: contains a NUL byte", path);
+		return conf_err(err, errlen, "%s: contains a NUL byte", path);
 	}
 	int rc = l2_conf_parse(path, text, c, err, errlen);
 	free(text);
@@ -315,13 +308,13 @@ static inline int l2_conf_resolve(const struct l2_conf *c, const char *file, uns
 		const struct l2_port_conf *pc = &c->port[k];
 		int id = port_id(arg, pc->name);
 		if (id < 0)
-			return l2_err(err, errlen, "%s:%d: port: sluiced has no port '%s'", file, pc->line, pc->name);
+			return conf_err(err, errlen, "%s:%d: port: sluiced has no port '%s'", file, pc->line, pc->name);
 		if (id >= L2_PORTS_MAX)
-			return l2_err(err, errlen, "%s:%d: port: '%s' has id %d; port sets reach only ids 0..%d",
+			return conf_err(err, errlen, "%s:%d: port: '%s' has id %d; port sets reach only ids 0..%d",
 				      file, pc->line, pc->name, id, L2_PORTS_MAX - 1);
 		uint64_t bit = 1ull << id;
 		if (vm->ports & bit)
-			return l2_err(err, errlen, "%s:%d: port: '%s' is the same sluiced port as an earlier line",
+			return conf_err(err, errlen, "%s:%d: port: '%s' is the same sluiced port as an earlier line",
 				      file, pc->line, pc->name);
 		vm->ports |= bit;
 		vm->pvid[id] = pc->pvid;

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "confparse.h"
+
 #define LB_MAX_SVC      64
 #define LB_MAX_BE       1024 /* backends in one file, all services together */
 #define LB_NAME_MAX     15   /* 14 characters + NUL: "be.NAME.conns" fits a sluiced counter name */
@@ -56,15 +58,6 @@ struct lb_conf {
 	struct lb_be_conf be[LB_MAX_BE];
 	unsigned n_be;
 };
-
-static inline int lb_conf_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* Decimal in lo..hi, the whole string. Returns 0 or -1. */
 static inline int lb_parse_num(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
@@ -106,12 +99,12 @@ static inline int lb_parse_backend_addr(const char *s, int family, uint8_t addr[
 	char buf[80];
 	const char *ps = NULL;
 	if (strlen(s) >= sizeof(buf))
-		return lb_conf_err(err, errlen, "%s address: '%.40s...' is too long", where, s);
+		return conf_err(err, errlen, "%s address: '%.40s...' is too long", where, s);
 	snprintf(buf, sizeof(buf), "%s", s);
 	if (buf[0] == '[') {
 		char *close = strchr(buf, ']');
 		if (close == NULL || (close[1] != '\0' && close[1] != ':'))
-			return lb_conf_err(err, errlen, "%s address: '%s' is not [IPv6]:PORT", where, s);
+			return conf_err(err, errlen, "%s address: '%s' is not [IPv6]:PORT", where, s);
 		*close = '\0';
 		if (close[1] == ':')
 			ps = close + 2;
@@ -125,14 +118,14 @@ static inline int lb_parse_backend_addr(const char *s, int family, uint8_t addr[
 	}
 	int f = lb_parse_addr(buf, 0, addr);
 	if (f == 0)
-		return lb_conf_err(err, errlen, "%s address: '%s' is not an IPv4 or IPv6 address", where, s);
+		return conf_err(err, errlen, "%s address: '%s' is not an IPv4 or IPv6 address", where, s);
 	if (f != family)
-		return lb_conf_err(err, errlen, "%s address: '%s' is IPv%d but the vip is IPv%d", where, s, f,
+		return conf_err(err, errlen, "%s address: '%s' is IPv%d but the vip is IPv%d", where, s, f,
 				   family);
 	if (ps != NULL) {
 		unsigned long v;
 		if (lb_parse_num(ps, 1, 65535, &v) < 0)
-			return lb_conf_err(err, errlen, "%s port: '%s' is not 1..65535", where, ps);
+			return conf_err(err, errlen, "%s port: '%s' is not 1..65535", where, ps);
 		*port = (uint16_t)v;
 	}
 	return 0;
@@ -145,7 +138,7 @@ static inline int lb_conf_line(struct lb_conf *c, char *line, unsigned lineno, c
 	unsigned n = 0;
 	for (char *tok = strtok(line, " \t\r\n"); tok != NULL; tok = strtok(NULL, " \t\r\n")) {
 		if (n == 16)
-			return lb_conf_err(err, errlen, "line: too many words");
+			return conf_err(err, errlen, "line: too many words");
 		w[n++] = tok;
 	}
 	if (n == 0)
@@ -153,28 +146,28 @@ static inline int lb_conf_line(struct lb_conf *c, char *line, unsigned lineno, c
 	unsigned long v;
 	if (strcmp(w[0], "vip") == 0) {
 		if (n != 4)
-			return lb_conf_err(err, errlen, "vip: expected 'vip ADDRESS tcp|udp PORT'");
+			return conf_err(err, errlen, "vip: expected 'vip ADDRESS tcp|udp PORT'");
 		if (c->n_svc == LB_MAX_SVC)
-			return lb_conf_err(err, errlen, "vip: more than %d services", LB_MAX_SVC);
+			return conf_err(err, errlen, "vip: more than %d services", LB_MAX_SVC);
 		struct lb_svc_conf *s = &c->svc[c->n_svc];
 		memset(s, 0, sizeof(*s));
 		s->family = (uint8_t)lb_parse_addr(w[1], 0, s->vip);
 		if (s->family == 0)
-			return lb_conf_err(err, errlen, "vip address: '%s' is not an IPv4 or IPv6 address", w[1]);
+			return conf_err(err, errlen, "vip address: '%s' is not an IPv4 or IPv6 address", w[1]);
 		if (strcmp(w[2], "tcp") == 0)
 			s->proto = 6;
 		else if (strcmp(w[2], "udp") == 0)
 			s->proto = 17;
 		else
-			return lb_conf_err(err, errlen, "vip protocol: '%s' is not tcp or udp", w[2]);
+			return conf_err(err, errlen, "vip protocol: '%s' is not tcp or udp", w[2]);
 		if (lb_parse_num(w[3], 1, 65535, &v) < 0)
-			return lb_conf_err(err, errlen, "vip port: '%s' is not 1..65535", w[3]);
+			return conf_err(err, errlen, "vip port: '%s' is not 1..65535", w[3]);
 		s->port = (uint16_t)v;
 		for (unsigned i = 0; i < c->n_svc; i++) {
 			const struct lb_svc_conf *o = &c->svc[i];
 			if (o->family == s->family && o->proto == s->proto && o->port == s->port &&
 			    memcmp(o->vip, s->vip, 16) == 0)
-				return lb_conf_err(err, errlen, "vip: %s %s %s is already defined on line %u", w[1],
+				return conf_err(err, errlen, "vip: %s %s %s is already defined on line %u", w[1],
 						   w[2], w[3], o->line);
 		}
 		s->first_be = c->n_be;
@@ -184,20 +177,20 @@ static inline int lb_conf_line(struct lb_conf *c, char *line, unsigned lineno, c
 	}
 	if (strcmp(w[0], "backend") == 0) {
 		if (c->n_svc == 0)
-			return lb_conf_err(err, errlen, "backend: comes before any vip line");
+			return conf_err(err, errlen, "backend: comes before any vip line");
 		if (n < 3)
-			return lb_conf_err(err, errlen, "backend: expected 'backend NAME ADDRESS[:PORT] ...'");
+			return conf_err(err, errlen, "backend: expected 'backend NAME ADDRESS[:PORT] ...'");
 		if (c->n_be == LB_MAX_BE)
-			return lb_conf_err(err, errlen, "backend: more than %d backends", LB_MAX_BE);
+			return conf_err(err, errlen, "backend: more than %d backends", LB_MAX_BE);
 		struct lb_svc_conf *s = &c->svc[c->n_svc - 1];
 		struct lb_be_conf *b = &c->be[c->n_be];
 		memset(b, 0, sizeof(*b));
 		if (!lb_name_ok(w[1]))
-			return lb_conf_err(err, errlen, "backend name: '%s' is not 1-%d characters of [A-Za-z0-9_-]",
+			return conf_err(err, errlen, "backend name: '%s' is not 1-%d characters of [A-Za-z0-9_-]",
 					   w[1], LB_NAME_MAX - 1);
 		for (unsigned i = 0; i < c->n_be; i++)
 			if (strcmp(c->be[i].name, w[1]) == 0)
-				return lb_conf_err(err, errlen, "backend name: '%s' is already used on line %u",
+				return conf_err(err, errlen, "backend name: '%s' is already used on line %u",
 						   w[1], c->be[i].line);
 		snprintf(b->name, sizeof(b->name), "%s", w[1]);
 		b->port = s->port;
@@ -209,31 +202,31 @@ static inline int lb_conf_line(struct lb_conf *c, char *line, unsigned lineno, c
 		for (unsigned i = 3; i < n; i++) {
 			if (strcmp(w[i], "weight") == 0) {
 				if (seen_w++)
-					return lb_conf_err(err, errlen, "weight: given twice");
+					return conf_err(err, errlen, "weight: given twice");
 				if (i + 1 >= n)
-					return lb_conf_err(err, errlen, "weight: needs a value");
+					return conf_err(err, errlen, "weight: needs a value");
 				if (lb_parse_num(w[++i], 1, LB_WEIGHT_MAX, &v) < 0)
-					return lb_conf_err(err, errlen, "weight: '%s' is not 1..%d", w[i], LB_WEIGHT_MAX);
+					return conf_err(err, errlen, "weight: '%s' is not 1..%d", w[i], LB_WEIGHT_MAX);
 				b->weight = (uint16_t)v;
 			} else if (strcmp(w[i], "disabled") == 0 || strcmp(w[i], "down") == 0) {
 				if (seen_state++)
-					return lb_conf_err(err, errlen, "%s: a state is given twice", w[i]);
+					return conf_err(err, errlen, "%s: a state is given twice", w[i]);
 				b->state = w[i][0] == 'd' && w[i][1] == 'i' ? LB_BE_DISABLED : LB_BE_DOWN;
 			} else {
-				return lb_conf_err(err, errlen, "'%s': unknown field (expected weight, disabled, down)",
+				return conf_err(err, errlen, "'%s': unknown field (expected weight, disabled, down)",
 						   w[i]);
 			}
 		}
 		for (unsigned i = s->first_be; i < c->n_be; i++)
 			if (memcmp(c->be[i].addr, b->addr, 16) == 0 && c->be[i].port == b->port)
-				return lb_conf_err(err, errlen, "backend address: '%s' is already backend '%s' of this vip",
+				return conf_err(err, errlen, "backend address: '%s' is already backend '%s' of this vip",
 						   w[2], c->be[i].name);
 		b->line = lineno;
 		c->n_be++;
 		s->n_be++;
 		return 0;
 	}
-	return lb_conf_err(err, errlen, "'%s': unknown statement (expected vip or backend)", w[0]);
+	return conf_err(err, errlen, "'%s': unknown statement (expected vip or backend)", w[0]);
 }
 
 /* Parse text (a whole file's contents) named `file` in messages. Returns 0, or -1 with
@@ -248,7 +241,7 @@ static inline int lb_conf_parse(struct lb_conf *c, const char *text, const char 
 		size_t len = nl ? (size_t)(nl - text) : strlen(text);
 		lineno++;
 		if (len >= sizeof(line))
-			return lb_conf_err(err, errlen, "%s:%u: line: longer than %zu characters", file, lineno,
+			return conf_err(err, errlen, "%s:%u: line: longer than %zu characters", file, lineno,
 					   sizeof(line) - 1);
 		memcpy(line, text, len);
 		line[len] = '\0';
@@ -257,13 +250,13 @@ static inline int lb_conf_parse(struct lb_conf *c, const char *text, const char 
 		if (hash != NULL)
 			*hash = '\0';
 		if (lb_conf_line(c, line, lineno, msg, sizeof(msg)) < 0)
-			return lb_conf_err(err, errlen, "%s:%u: %s", file, lineno, msg);
+			return conf_err(err, errlen, "%s:%u: %s", file, lineno, msg);
 	}
 	if (c->n_svc == 0)
-		return lb_conf_err(err, errlen, "%s: no vip line: nothing to balance", file);
+		return conf_err(err, errlen, "%s: no vip line: nothing to balance", file);
 	for (unsigned i = 0; i < c->n_svc; i++)
 		if (c->svc[i].n_be == 0)
-			return lb_conf_err(err, errlen, "%s:%u: vip: has no backend lines", file, c->svc[i].line);
+			return conf_err(err, errlen, "%s:%u: vip: has no backend lines", file, c->svc[i].line);
 	return 0;
 }
 
@@ -272,12 +265,12 @@ static inline int lb_conf_load(struct lb_conf *c, const char *path, char *err, s
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return lb_conf_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return conf_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap + 1);
 	if (buf == NULL) {
 		fclose(f);
-		return lb_conf_err(err, errlen, "%s: out of memory", path);
+		return conf_err(err, errlen, "%s: out of memory", path);
 	}
 	size_t r;
 	while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
@@ -287,7 +280,7 @@ static inline int lb_conf_load(struct lb_conf *c, const char *path, char *err, s
 			if (nb == NULL) {
 				free(buf);
 				fclose(f);
-				return lb_conf_err(err, errlen, "%s: too large", path);
+				return conf_err(err, errlen, "%s: too large", path);
 			}
 			buf = nb;
 			cap *= 2;
@@ -296,7 +289,7 @@ static inline int lb_conf_load(struct lb_conf *c, const char *path, char *err, s
 	int rd_err = ferror(f);
 	fclose(f);
 	buf[n] = '\0';
-	int rc = rd_err ? lb_conf_err(err, errlen, "%s: read error", path) : lb_conf_parse(c, buf, path, err, errlen);
+	int rc = rd_err ? conf_err(err, errlen, "%s: read error", path) : lb_conf_parse(c, buf, path, err, errlen);
 	free(buf);
 	return rc;
 }

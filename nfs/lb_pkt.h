@@ -113,7 +113,7 @@ static inline int lb_apply(struct lb *lb, const struct lb_conf *conf, char *err,
 		while (cur < LB_SLOTS_MAX && (taken[cur] || (lb->slot[cur].used && lb->t.live[cur] != 0)))
 			cur++;
 		if (cur == LB_SLOTS_MAX)
-			return lb_conf_err(err, errlen, "backend %s: more than %d backends known at once (removed "
+			return conf_err(err, errlen, "backend %s: more than %d backends known at once (removed "
 					   "ones count while they have connections)", conf->be[i].name, LB_SLOTS_MAX);
 		map[i] = (uint16_t)cur;
 		taken[cur] = 1;
@@ -137,7 +137,7 @@ static inline int lb_apply(struct lb *lb, const struct lb_conf *conf, char *err,
 		if (s->table == NULL || lb_maglev_build(s->table, lb->m, mb, n) < 0) {
 			for (unsigned k = 0; k <= v; k++)
 				free(nsvc[k].table);
-			return lb_conf_err(err, errlen, "out of memory for the Maglev tables");
+			return conf_err(err, errlen, "out of memory for the Maglev tables");
 		}
 	}
 	/* commit */

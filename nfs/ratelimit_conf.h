@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "confparse.h"
+
 #include "ratelimit_meter.h"
 #include "ratelimit_pkt.h"
 
@@ -75,15 +77,6 @@ static inline void rl_conf_free(struct rl_conf *cf)
 	free(cf->c);
 	cf->c = NULL;
 	cf->n = 0;
-}
-
-static inline int rl_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 /* "I[.F]" then a unit: the whole value times mult must be an integer in 1..max. */
@@ -166,73 +159,6 @@ static inline int rl_parse_dscp(const char *s)
 	return -1;
 }
 
-/* "N" or "N-M", 0..65535, N <= M */
-static inline int rl_parse_range(const char *s, uint16_t *lo, uint16_t *hi)
-{
-	char *end;
-	if (!isdigit((unsigned char)s[0]))
-		return -1;
-	errno = 0;
-	unsigned long a = strtoul(s, &end, 10), b = a;
-	if (errno || a > 65535)
-		return -1;
-	if (*end == '-') {
-		const char *t = end + 1;
-		if (!isdigit((unsigned char)t[0]))
-			return -1;
-		b = strtoul(t, &end, 10);
-		if (errno || b > 65535 || b < a)
-			return -1;
-	}
-	if (*end != '\0')
-		return -1;
-	*lo = (uint16_t)a;
-	*hi = (uint16_t)b;
-	return 0;
-}
-
-/* "ADDR" or "ADDR/LEN". Host bits are masked off. Returns the family (4, 6) or -1. */
-static inline int rl_parse_prefix(const char *s, uint64_t v[2], uint64_t m[2])
-{
-	char buf[64];
-	uint8_t a[16] = { 0 }, mask[16] = { 0 };
-	const char *slash = strchr(s, '/');
-	size_t alen = slash ? (size_t)(slash - s) : strlen(s);
-	if (alen == 0 || alen >= sizeof(buf))
-		return -1;
-	memcpy(buf, s, alen);
-	buf[alen] = '\0';
-	int fam;
-	unsigned bits;
-	if (inet_pton(AF_INET, buf, a) == 1) {
-		fam = 4;
-		bits = 32;
-	} else if (inet_pton(AF_INET6, buf, a) == 1) {
-		fam = 6;
-		bits = 128;
-	} else {
-		return -1;
-	}
-	unsigned plen = bits;
-	if (slash) {
-		const char *t = slash + 1;
-		char *end;
-		if (!isdigit((unsigned char)t[0]) || strlen(t) > 3)
-			return -1;
-		unsigned long l = strtoul(t, &end, 10);
-		if (*end != '\0' || l > bits)
-			return -1;
-		plen = (unsigned)l;
-	}
-	for (unsigned i = 0; i < plen; i++)
-		mask[i / 8] |= (uint8_t)(0x80 >> (i % 8));
-	for (int i = 0; i < 16; i++)
-		a[i] &= mask[i];
-	memcpy(v, a, 16);
-	memcpy(m, mask, 16);
-	return fam;
-}
-
 static inline int rl_name_ok(const char *s)
 {
 	size_t n = strlen(s);
@@ -260,7 +186,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 	c->dscp_mask = ~0ull;
 	c->act[RL_RED].kind = RL_ACT_DROP;
 	if (nt < 2 || !rl_name_ok(tok[1]))
-		return rl_err(err, errlen, "%s:%d: name: %s%s%s is not 1-%d of [A-Za-z0-9_-]", file, lineno,
+		return conf_err(err, errlen, "%s:%d: name: %s%s%s is not 1-%d of [A-Za-z0-9_-]", file, lineno,
 			      nt < 2 ? "missing" : "'", nt < 2 ? "" : tok[1], nt < 2 ? "" : "'", RL_NAME_MAX);
 	snprintf(c->name, sizeof(c->name), "%s", tok[1]);
 	uint32_t seen = 0;
@@ -272,12 +198,12 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 			if (strcmp(f, rl_fields[fi]) == 0)
 				break;
 		if (fi == RLF_N)
-			return rl_err(err, errlen,
+			return conf_err(err, errlen,
 				      "%s:%d: '%s': unknown field (expected per-flow, color-aware, match, family, "
 				      "proto, src, dst, sport, dport, dscp, srtcm, trtcm, cir, pir, cbs, ebs, pbs, "
 				      "green, yellow, red)", file, lineno, f);
 		if (seen & (1u << fi))
-			return rl_err(err, errlen, "%s:%d: %s: given twice", file, lineno, f);
+			return conf_err(err, errlen, "%s:%d: %s: given twice", file, lineno, f);
 		seen |= 1u << fi;
 		if (fi == RLF_PER_FLOW || fi == RLF_AWARE || fi == RLF_MATCH || fi == RLF_ANY ||
 		    fi == RLF_SRTCM || fi == RLF_TRTCM) {
@@ -287,14 +213,14 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 				c->color_aware = 1;
 			else if (fi == RLF_SRTCM || fi == RLF_TRTCM) {
 				if (seen & (1u << (fi == RLF_SRTCM ? RLF_TRTCM : RLF_SRTCM)))
-					return rl_err(err, errlen, "%s:%d: %s: a class has one meter, srtcm or trtcm",
+					return conf_err(err, errlen, "%s:%d: %s: a class has one meter, srtcm or trtcm",
 						      file, lineno, f);
 				c->mp.kind = fi == RLF_SRTCM ? RL_SRTCM : RL_TRTCM;
 			}
 			continue;
 		}
 		if (i + 1 >= nt)
-			return rl_err(err, errlen, "%s:%d: %s: missing value", file, lineno, f);
+			return conf_err(err, errlen, "%s:%d: %s: missing value", file, lineno, f);
 		const char *v = tok[++i];
 		switch (fi) {
 		case RLF_FAMILY:
@@ -303,7 +229,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 			else if (strcmp(v, "ipv6") == 0 || strcmp(v, "ip6") == 0)
 				c->family = 6;
 			else
-				return rl_err(err, errlen, "%s:%d: family: '%s' is not ipv4 or ipv6", file, lineno, v);
+				return conf_err(err, errlen, "%s:%d: family: '%s' is not ipv4 or ipv6", file, lineno, v);
 			break;
 		case RLF_PROTO:
 			if (strcmp(v, "tcp") == 0)
@@ -319,7 +245,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 				errno = 0;
 				unsigned long n = strtoul(v, &end, 10);
 				if (!isdigit((unsigned char)v[0]) || *end || errno || n > 255)
-					return rl_err(err, errlen,
+					return conf_err(err, errlen,
 						      "%s:%d: proto: '%s' is not tcp, udp, icmp, icmpv6 or 0..255", file,
 						      lineno, v);
 				c->proto = (int16_t)n;
@@ -327,10 +253,10 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 			break;
 		case RLF_SRC:
 		case RLF_DST: {
-			int fam = rl_parse_prefix(v, fi == RLF_SRC ? c->src : c->dst,
+			int fam = conf_parse_prefix(v, fi == RLF_SRC ? c->src : c->dst,
 						  fi == RLF_SRC ? c->src_mask : c->dst_mask);
 			if (fam < 0)
-				return rl_err(err, errlen, "%s:%d: %s: '%s' is not an address or prefix", file, lineno,
+				return conf_err(err, errlen, "%s:%d: %s: '%s' is not an address or prefix", file, lineno,
 					      f, v);
 			if (fi == RLF_SRC)
 				src_fam = fam, c->has_src = 1;
@@ -340,9 +266,9 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 		}
 		case RLF_SPORT:
 		case RLF_DPORT:
-			if (rl_parse_range(v, fi == RLF_SPORT ? &c->sport_lo : &c->dport_lo,
+			if (conf_parse_range(v, fi == RLF_SPORT ? &c->sport_lo : &c->dport_lo,
 					   fi == RLF_SPORT ? &c->sport_hi : &c->dport_hi) < 0)
-				return rl_err(err, errlen, "%s:%d: %s: '%s' is not a port or range (0..65535, N-M)",
+				return conf_err(err, errlen, "%s:%d: %s: '%s' is not a port or range (0..65535, N-M)",
 					      file, lineno, f, v);
 			c->has_l4 = 1;
 			break;
@@ -353,19 +279,19 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 			for (char *save = NULL, *d = strtok_r(buf, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
 				int x = rl_parse_dscp(d);
 				if (x < 0)
-					return rl_err(err, errlen,
+					return conf_err(err, errlen,
 						      "%s:%d: dscp: '%s' is not a DSCP (0..63, be, csN, afXY, ef)", file,
 						      lineno, d);
 				c->dscp_mask |= 1ull << x;
 			}
 			if (c->dscp_mask == 0)
-				return rl_err(err, errlen, "%s:%d: dscp: '%s' is not a list of DSCPs", file, lineno, v);
+				return conf_err(err, errlen, "%s:%d: dscp: '%s' is not a list of DSCPs", file, lineno, v);
 			break;
 		}
 		case RLF_CIR:
 		case RLF_PIR:
 			if (rl_parse_rate(v, fi == RLF_CIR ? &c->mp.cir : &c->mp.pir) < 0)
-				return rl_err(err, errlen,
+				return conf_err(err, errlen,
 					      "%s:%d: %s: '%s' is not a rate in bit/s (1..1000G, e.g. 800k, 10M, 1.5G)",
 					      file, lineno, f, v);
 			break;
@@ -373,7 +299,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 		case RLF_EBS:
 		case RLF_PBS:
 			if (rl_parse_bytes(v, fi == RLF_CBS ? &c->mp.cbs : &c->mp.xbs) < 0)
-				return rl_err(err, errlen,
+				return conf_err(err, errlen,
 					      "%s:%d: %s: '%s' is not a size in bytes (0..1024m, e.g. 1500, 64k, 1m)",
 					      file, lineno, f, v);
 			break;
@@ -388,7 +314,7 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 			} else if (strcmp(v, "mark") == 0) {
 				int x = i + 1 < nt ? rl_parse_dscp(tok[i + 1]) : -1;
 				if (x < 0)
-					return rl_err(err, errlen,
+					return conf_err(err, errlen,
 						      "%s:%d: %s: mark needs a DSCP (0..63, be, csN, afXY, ef)%s%s%s",
 						      file, lineno, f, i + 1 < nt ? ", not '" : "",
 						      i + 1 < nt ? tok[i + 1] : "", i + 1 < nt ? "'" : "");
@@ -396,20 +322,20 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 				a->dscp = (uint8_t)x;
 				i++;
 			} else {
-				return rl_err(err, errlen, "%s:%d: %s: '%s' is not pass, drop or mark DSCP", file,
+				return conf_err(err, errlen, "%s:%d: %s: '%s' is not pass, drop or mark DSCP", file,
 					      lineno, f, v);
 			}
 			break;
 		}
 		default:
-			return rl_err(err, errlen, "%s:%d: %s: unexpected", file, lineno, f);
+			return conf_err(err, errlen, "%s:%d: %s: unexpected", file, lineno, f);
 		}
 	}
 	/* consistency */
 	if ((seen & (1u << RLF_ANY)) &&
 	    (seen & ((1u << RLF_FAMILY) | (1u << RLF_PROTO) | (1u << RLF_SRC) | (1u << RLF_DST) |
 		     (1u << RLF_SPORT) | (1u << RLF_DPORT) | (1u << RLF_DSCP))))
-		return rl_err(err, errlen, "%s:%d: any: cannot be combined with other match fields", file, lineno);
+		return conf_err(err, errlen, "%s:%d: any: cannot be combined with other match fields", file, lineno);
 	int fam = c->family;
 	const struct { int f; const char *what; } fams[] = { { src_fam, "src" }, { dst_fam, "dst" },
 							      { proto_fam, "proto" } };
@@ -418,36 +344,36 @@ static inline int rl_parse_class(const char *file, int lineno, char **tok, int n
 		if (fams[k].f == 0)
 			continue;
 		if (fam != 0 && fam != fams[k].f)
-			return rl_err(err, errlen, "%s:%d: %s: is IPv%d but %s is IPv%d", file, lineno, fams[k].what,
+			return conf_err(err, errlen, "%s:%d: %s: is IPv%d but %s is IPv%d", file, lineno, fams[k].what,
 				      fams[k].f, fam_from, fam);
 		fam = fams[k].f;
 		fam_from = fams[k].what;
 	}
 	c->family = (uint8_t)fam;
 	if (c->has_l4 && c->proto != 6 && c->proto != 17)
-		return rl_err(err, errlen, "%s:%d: %s: needs proto tcp or udp", file, lineno,
+		return conf_err(err, errlen, "%s:%d: %s: needs proto tcp or udp", file, lineno,
 			      (seen & (1u << RLF_SPORT)) ? "sport" : "dport");
 	if (!(seen & ((1u << RLF_SRTCM) | (1u << RLF_TRTCM))))
-		return rl_err(err, errlen, "%s:%d: meter: missing (srtcm cir R cbs B ebs B, or trtcm cir R pir R "
+		return conf_err(err, errlen, "%s:%d: meter: missing (srtcm cir R cbs B ebs B, or trtcm cir R pir R "
 			      "cbs B pbs B)", file, lineno);
 	const int is_sr = c->mp.kind == RL_SRTCM;
 	const unsigned need[] = { RLF_CIR, RLF_CBS, is_sr ? RLF_EBS : RLF_PIR, is_sr ? RLF_CBS : RLF_PBS };
 	for (int k = 0; k < 4; k++)
 		if (!(seen & (1u << need[k])))
-			return rl_err(err, errlen, "%s:%d: %s: missing (needed by %s)", file, lineno,
+			return conf_err(err, errlen, "%s:%d: %s: missing (needed by %s)", file, lineno,
 				      rl_fields[need[k]], is_sr ? "srtcm" : "trtcm");
 	const unsigned bad[] = { is_sr ? RLF_PIR : RLF_EBS, is_sr ? RLF_PBS : RLF_EBS };
 	for (int k = 0; k < 2; k++)
 		if (seen & (1u << bad[k]))
-			return rl_err(err, errlen, "%s:%d: %s: not a parameter of %s", file, lineno,
+			return conf_err(err, errlen, "%s:%d: %s: not a parameter of %s", file, lineno,
 				      rl_fields[bad[k]], is_sr ? "srtcm" : "trtcm");
 	if (is_sr && c->mp.cbs == 0 && c->mp.xbs == 0)
-		return rl_err(err, errlen, "%s:%d: cbs: cbs and ebs cannot both be 0 (RFC 2697)", file, lineno);
+		return conf_err(err, errlen, "%s:%d: cbs: cbs and ebs cannot both be 0 (RFC 2697)", file, lineno);
 	if (!is_sr) {
 		if (c->mp.pir < c->mp.cir)
-			return rl_err(err, errlen, "%s:%d: pir: must be at least cir (RFC 2698)", file, lineno);
+			return conf_err(err, errlen, "%s:%d: pir: must be at least cir (RFC 2698)", file, lineno);
 		if (c->mp.cbs == 0 || c->mp.xbs == 0)
-			return rl_err(err, errlen, "%s:%d: %s: must be greater than 0 (RFC 2698)", file, lineno,
+			return conf_err(err, errlen, "%s:%d: %s: must be greater than 0 (RFC 2698)", file, lineno,
 				      c->mp.cbs == 0 ? "cbs" : "pbs");
 	}
 	return 0;
@@ -465,13 +391,13 @@ static inline int rl_conf_parse(const char *file, const char *text, struct rl_co
 
 	cf.c = calloc(RL_CLASSES_MAX, sizeof(*cf.c));
 	if (cf.c == NULL)
-		return rl_err(err, errlen, "%s: out of memory", file);
+		return conf_err(err, errlen, "%s: out of memory", file);
 	while (*p) {
 		const char *nl = strchr(p, '\n');
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
 		lineno++;
 		if (n > RL_LINE_MAX) {
-			rl_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, RL_LINE_MAX);
+			conf_err(err, errlen, "%s:%d: line longer than %d characters", file, lineno, RL_LINE_MAX);
 			goto fail;
 		}
 		memcpy(line, p, n);
@@ -484,7 +410,7 @@ static inline int rl_conf_parse(const char *file, const char *text, struct rl_co
 		int nt = 0;
 		for (char *s = strtok_r(line, " \t\r\v\f", &save); s; s = strtok_r(NULL, " \t\r\v\f", &save)) {
 			if (nt == 64) {
-				rl_err(err, errlen, "%s:%d: too many words", file, lineno);
+				conf_err(err, errlen, "%s:%d: too many words", file, lineno);
 				goto fail;
 			}
 			tok[nt++] = s;
@@ -493,11 +419,11 @@ static inline int rl_conf_parse(const char *file, const char *text, struct rl_co
 			continue;
 		if (strcmp(tok[0], "length") == 0) {
 			if (nt != 2 || (strcmp(tok[1], "ip") != 0 && strcmp(tok[1], "frame") != 0)) {
-				rl_err(err, errlen, "%s:%d: length: expected 'length ip' or 'length frame'", file, lineno);
+				conf_err(err, errlen, "%s:%d: length: expected 'length ip' or 'length frame'", file, lineno);
 				goto fail;
 			}
 			if (length_line) {
-				rl_err(err, errlen, "%s:%d: length: given twice (first on line %d)", file, lineno,
+				conf_err(err, errlen, "%s:%d: length: given twice (first on line %d)", file, lineno,
 				       length_line);
 				goto fail;
 			}
@@ -506,11 +432,11 @@ static inline int rl_conf_parse(const char *file, const char *text, struct rl_co
 			continue;
 		}
 		if (strcmp(tok[0], "class") != 0) {
-			rl_err(err, errlen, "%s:%d: '%s': expected class or length", file, lineno, tok[0]);
+			conf_err(err, errlen, "%s:%d: '%s': expected class or length", file, lineno, tok[0]);
 			goto fail;
 		}
 		if (cf.n == RL_CLASSES_MAX) {
-			rl_err(err, errlen, "%s:%d: more than %d classes", file, lineno, RL_CLASSES_MAX);
+			conf_err(err, errlen, "%s:%d: more than %d classes", file, lineno, RL_CLASSES_MAX);
 			goto fail;
 		}
 		struct rl_class *c = &cf.c[cf.n];
@@ -518,7 +444,7 @@ static inline int rl_conf_parse(const char *file, const char *text, struct rl_co
 			goto fail;
 		for (unsigned k = 0; k < cf.n; k++)
 			if (strcmp(cf.c[k].name, c->name) == 0) {
-				rl_err(err, errlen, "%s:%d: name: '%s' already names the class on line %d", file, lineno,
+				conf_err(err, errlen, "%s:%d: name: '%s' already names the class on line %d", file, lineno,
 				       c->name, cf.c[k].line);
 				goto fail;
 			}
@@ -536,7 +462,7 @@ static inline int rl_conf_load(const char *path, struct rl_conf *out, char *err,
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return rl_err(err, errlen, "%s: %s", path, strerror(errno));
+		return conf_err(err, errlen, "%s: %s", path, strerror(errno));
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	for (;;) {
@@ -545,13 +471,13 @@ static inline int rl_conf_load(const char *path, struct rl_conf *out, char *err,
 			if (cap > (16u << 20)) {
 				free(text);
 				fclose(f);
-				return rl_err(err, errlen, "%s: larger than 16 MiB", path);
+				return conf_err(err, errlen, "%s: larger than 16 MiB", path);
 			}
 			char *t = realloc(text, cap);
 			if (t == NULL) {
 				free(text);
 				fclose(f);
-				return rl_err(err, errlen, "%s: out of memory", path);
+				return conf_err(err, errlen, "%s: out of memory", path);
 			}
 			text = t;
 		}
@@ -564,12 +490,12 @@ static inline int rl_conf_load(const char *path, struct rl_conf *out, char *err,
 	fclose(f);
 	if (bad) {
 		free(text);
-		return rl_err(err, errlen, "%s: read error", path);
+		return conf_err(err, errlen, "%s: read error", path);
 	}
 	text[len] = '\0';
 	if (memchr(text, '\0', len) != NULL) {
 		free(text);
-		return rl_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
+		return conf_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
 	}
 	int rc = rl_conf_parse(path, text, out, err, errlen);
 	free(text);
