@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * Pieces the NFs' configuration parsers share (firewall, ratelimit, ids, lb, l2switch): the error
- * message helper and the port-range and address-prefix fields. DPDK-free; unit-tested through the
+ * message helper, the port-range and address-prefix fields, and reading a whole text file. DPDK-free; unit-tested through the
  * NFs' parsers (tests/unit/test_firewall.c, test_ratelimit.c, ...).
  */
 #ifndef SLUICE_NFS_CONFPARSE_H
@@ -90,6 +90,50 @@ static inline int conf_parse_prefix(const char *s, uint64_t v[2], uint64_t m[2])
 	memcpy(v, a, 16);
 	memcpy(m, mask, 16);
 	return fam;
+}
+
+/* Read the whole text file `path` (at most max_mib MiB) into a NUL-terminated buffer the caller
+ * frees. Returns 0, or -1 with a message naming the file in err ("FILE: <strerror>", out of memory, too
+ * large, read error, or a NUL byte inside: not a text file). */
+static inline int conf_read_text(const char *path, unsigned max_mib, char **text, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return conf_err(err, errlen, "%s: %s", path, strerror(errno));
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (buf == NULL) {
+			fclose(f);
+			return conf_err(err, errlen, "%s: out of memory", path);
+		}
+		n += fread(buf + n, 1, cap - 1 - n, f);
+		if (n < cap - 1)
+			break;
+		if (cap >= ((size_t)max_mib << 20)) {
+			free(buf);
+			fclose(f);
+			return conf_err(err, errlen, "%s: larger than %u MiB", path, max_mib);
+		}
+		cap *= 2;
+		char *nb = realloc(buf, cap);
+		if (nb == NULL)
+			free(buf);
+		buf = nb;
+	}
+	int rerr = ferror(f);
+	fclose(f);
+	if (rerr) {
+		free(buf);
+		return conf_err(err, errlen, "%s: read error", path);
+	}
+	buf[n] = '\0';
+	if (memchr(buf, '\0', n) != NULL) {
+		free(buf);
+		return conf_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
+	}
+	*text = buf;
+	return 0;
 }
 
 #endif /* SLUICE_NFS_CONFPARSE_H */

@@ -956,43 +956,11 @@ fail:
 /* Read and parse a rule file. Returns 0 or -1 with a message in err. */
 static inline int ids_rules_load(const char *path, struct ids_ruleset *out, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return conf_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	for (;;) {
-		if (buf == NULL) {
-			fclose(f);
-			return conf_err(err, errlen, "%s: out of memory", path);
-		}
-		n += fread(buf + n, 1, cap - 1 - n, f);
-		if (n < cap - 1)
-			break;
-		if (cap >= (256u << 20)) {
-			free(buf);
-			fclose(f);
-			return conf_err(err, errlen, "%s: larger than 256 MiB", path);
-		}
-		cap *= 2;
-		char *nb = realloc(buf, cap);
-		if (nb == NULL)
-			free(buf);
-		buf = nb;
-	}
-	int rerr = ferror(f);
-	fclose(f);
-	if (rerr) {
-		free(buf);
-		return conf_err(err, errlen, "%s: read error", path);
-	}
-	buf[n] = '\0';
-	if (memchr(buf, '\0', n) != NULL) {
-		free(buf);
-		return conf_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
-	}
-	int rc = ids_rules_parse(path, buf, out, err, errlen);
-	free(buf);
+	char *text = NULL;
+	if (conf_read_text(path, 256, &text, err, errlen) < 0)
+		return -1;
+	int rc = ids_rules_parse(path, text, out, err, errlen);
+	free(text);
 	return rc;
 }
 

@@ -246,43 +246,9 @@ static inline int l2_conf_parse(const char *file, const char *text, struct l2_co
 /* Read and parse `path`. Returns 0, or -1 with the reason (file named) in err. */
 static inline int l2_conf_load(const char *path, struct l2_conf *c, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return conf_err(err, errlen, "%s: %s", path, strerror(errno));
 	char *text = NULL;
-	size_t cap = 0, len = 0;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? 2 * cap : 8192;
-			if (cap > (64u << 20)) {
-				free(text);
-				fclose(f);
-				return conf_err(err, errlen, "%s: larger than 64 MiB", path);
-			}
-			char *t = realloc(text, cap);
-			if (t == NULL) {
-				free(text);
-				fclose(f);
-				return conf_err(err, errlen, "%s: out of memory", path);
-			}
-			text = t;
-		}
-		size_t r = fread(text + len, 1, 4096, f);
-		len += r;
-		if (r < 4096)
-			break;
-	}
-	int rd_err = ferror(f);
-	fclose(f);
-	if (rd_err) {
-		free(text);
-		return conf_err(err, errlen, "%s: read error", path);
-	}
-	text[len] = '\0';
-	if (strlen(text) != len) {
-		free(text);
-		return conf_err(err, errlen, "%s: contains a NUL byte", path);
-	}
+	if (conf_read_text(path, 64, &text, err, errlen) < 0)
+		return -1;
 	int rc = l2_conf_parse(path, text, c, err, errlen);
 	free(text);
 	return rc;

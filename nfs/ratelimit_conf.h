@@ -460,43 +460,9 @@ fail:
 /* Read and parse `path`. Returns 0 or -1 with a message naming the file in err. */
 static inline int rl_conf_load(const char *path, struct rl_conf *out, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return conf_err(err, errlen, "%s: %s", path, strerror(errno));
 	char *text = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			if (cap > (16u << 20)) {
-				free(text);
-				fclose(f);
-				return conf_err(err, errlen, "%s: larger than 16 MiB", path);
-			}
-			char *t = realloc(text, cap);
-			if (t == NULL) {
-				free(text);
-				fclose(f);
-				return conf_err(err, errlen, "%s: out of memory", path);
-			}
-			text = t;
-		}
-		size_t r = fread(text + len, 1, 4096, f);
-		len += r;
-		if (r < 4096)
-			break;
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(text);
-		return conf_err(err, errlen, "%s: read error", path);
-	}
-	text[len] = '\0';
-	if (memchr(text, '\0', len) != NULL) {
-		free(text);
-		return conf_err(err, errlen, "%s: contains a NUL byte (not a text file)", path);
-	}
+	if (conf_read_text(path, 16, &text, err, errlen) < 0)
+		return -1;
 	int rc = rl_conf_parse(path, text, out, err, errlen);
 	free(text);
 	return rc;
