@@ -5,11 +5,13 @@ Python 3.11 standard library only.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -24,6 +26,47 @@ TESTPMD = os.environ.get("SLUICE_BENCH_TESTPMD") or shutil.which("dpdk-testpmd")
 
 class BenchError(RuntimeError):
     """A benchmark could not be set up or run (the message says why)."""
+
+
+class Ctl:
+    """sluiced's control socket over one connection (newline-delimited JSON): `ctl.call(cmd, **kw)`
+    or `ctl(cmd, **kw)` returns the answer, BenchError if sluiced refuses or goes away."""
+
+    def __init__(self, path: Path, timeout: float = 5.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(str(path))
+        self._buf = b""
+
+    def call(self, cmd: str, **kw) -> dict:
+        self.sock.sendall(json.dumps({"cmd": cmd, **kw}).encode() + b"\n")
+        while b"\n" not in self._buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise BenchError(f"sluiced closed the control socket answering {cmd}")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        r = json.loads(line)
+        if not r.get("ok"):
+            raise BenchError(f"sluiced {cmd}: {r.get('error')}")
+        return r
+
+    __call__ = call
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def ctl(path: Path, cmd: str, timeout: float = 30.0, **kw) -> dict:
+    """One request on a connection of its own."""
+    c = Ctl(path, timeout)
+    try:
+        return c.call(cmd, **kw)
+    finally:
+        c.close()
 
 
 class OutputReader:

@@ -91,7 +91,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -102,7 +101,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import RESULTS, REPO, BenchError, Progress, machine_info  # noqa: E402
+from common import RESULTS, REPO, BenchError, Ctl, Progress, machine_info  # noqa: E402
 
 sys.path.insert(0, str(REPO / "python"))
 
@@ -136,35 +135,6 @@ def _on_term(signum, frame):
 
 # ---------------------------------------------------------------------------------------------
 # small helpers
-
-
-class Ctl:
-    """sluiced's control socket, one connection per session (newline-delimited JSON)."""
-
-    def __init__(self, path: Path, timeout: float = 60.0):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
-        self.buf = b""
-
-    def __call__(self, cmd: str, **kw) -> dict:
-        self.sock.sendall(json.dumps({"cmd": cmd, **kw}).encode() + b"\n")
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise BenchError(f"sluiced closed the control socket answering {cmd}")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        r = json.loads(line)
-        if not r.get("ok"):
-            raise BenchError(f"sluiced {cmd}: {r.get('error')}")
-        return r
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 def cpu_ns(pid: int) -> int:
@@ -399,7 +369,7 @@ class Session:
                 raise BenchError(f"sluiced did not start (N={self.n}):\n{log.read_text()[-2000:]}")
             time.sleep(0.02)
         self.timings["sluiced_s"] = time.monotonic() - t0
-        self.ctl = Ctl(self.dir / "s" / "ctl.sock")
+        self.ctl = Ctl(self.dir / "s" / "ctl.sock", timeout=60.0)
         st = self.ctl("status")
         self.region_bytes, self.huge = st.get("region_bytes"), st.get("huge_pages")
         self.start_nfs(progress)
@@ -940,8 +910,8 @@ def main(argv=None) -> int:
                     help="gen's wakeup mode (block)")
     ap.add_argument("--nf-sessions", default="shared", choices=("shared", "own"),
                     help="NFs, gen and sink in this script's session (shared, default) or each in its own "
-                         "(own: setsid, as the sluice CLI's supervisor does; with autogroup scheduling, one "
-                         "scheduling group per NF)")
+                         "(own: setsid, as the sluice CLI's supervisor did until it moved NFs into its own "
+                         "session; with autogroup scheduling, one scheduling group per NF)")
     ap.add_argument("--tester-share", type=float, default=1.0,
                     help="CPU weight of gen relative to all the NFs together, in cgroups (1: as much as all "
                          "NFs together when both want it; the sink gets 10); 0: no cgroups")

@@ -46,7 +46,7 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import RESULTS, REPO, BenchError, CpuShare, Progress, machine_info  # noqa: E402
+from common import RESULTS, REPO, BenchError, CpuShare, Progress, ctl, machine_info  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -242,23 +242,6 @@ def make_pcaps(work: Path, n: int) -> dict[str, Path]:
 
 # ---------------------------------------------------------------------------------------------
 # one measurement
-
-
-def ctl(path: Path, **req) -> dict:
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
-        s.connect(str(path))
-        s.sendall((json.dumps(req) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise BenchError(f"sluiced closed the control socket answering {req['cmd']}")
-            buf += chunk
-    r = json.loads(buf)
-    if not r.get("ok"):
-        raise BenchError(f"{req['cmd']}: {r.get('error')}")
-    return r
 
 
 def cpu_ticks(pid: int) -> int:

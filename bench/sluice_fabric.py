@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, BenchError, spawn, stop_process  # noqa: E402
+from common import REPO, BenchError, Ctl, spawn, stop_process  # noqa: E402
 from peer_memif import measure_rate  # noqa: E402
 
 # the build to measure: $SLUICE_BENCH_BUILD, else $SLUICE_BUILD_DIR (as the sluice CLI), else build/
@@ -47,37 +46,6 @@ def check_binaries(extra=()) -> None:
                 else "run `ninja -C build` first")
         raise BenchError("Sluice binaries missing: " + ", ".join(missing) + f"; {hint}, "
                          "or pass --systems testpmd-memif to measure only the DPDK peer")
-
-
-class Ctl:
-    """Newline-delimited JSON client for sluiced's control socket."""
-
-    def __init__(self, path: Path, timeout: float = 5.0):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
-        self._buf = b""
-
-    def call(self, cmd: str, **kw) -> dict:
-        req = {"cmd": cmd, **kw}
-        self.sock.sendall(json.dumps(req).encode() + b"\n")
-        while b"\n" not in self._buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise BenchError(f"sluiced closed the control socket during {cmd!r}")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        resp = json.loads(line)
-        if not resp.get("ok"):
-            raise BenchError(f"sluiced {cmd!r} failed: {resp.get('error')}")
-        return resp
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, tester: bool = False) -> dict:

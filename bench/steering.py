@@ -26,7 +26,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -38,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import RESULTS, REPO, BenchError, Progress, machine_info  # noqa: E402
+from common import RESULTS, REPO, BenchError, Progress, ctl, machine_info  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -89,22 +88,6 @@ def noise_rules(n: int, rnd: random.Random) -> list[dict]:
         out.append({"priority": 100 + rnd.randrange(1000), "match": m, "action": "drop"})
     return out
 
-
-def ctl(path: Path, **req) -> dict:
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
-        s.connect(str(path))
-        s.sendall((json.dumps(req) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise BenchError(f"sluiced closed the control socket answering {req['cmd']}")
-            buf += chunk
-    r = json.loads(buf)
-    if not r.get("ok"):
-        raise BenchError(f"{req['cmd']}: {r.get('error')}")
-    return r
 
 
 def out_pkts(sock: Path) -> int:
