@@ -197,6 +197,13 @@ def test_capture_and_records_of_real_traffic(mon_net):
 
     cp = sh("ping", "-c", "4", "-i", "0.2", "-W", "2", IP_B, ns=NS_A, check=False, timeout=30)
     assert cp.returncode == 0 and " 4 received" in cp.stdout, cp.stdout + cp.stderr
+    # B learned A's address from A's ARP request (STALE); its first echo reply moved the entry to
+    # DELAY, and with nothing confirming it the kernel sends a unicast ARP probe (and A replies)
+    # delay_first_probe_time = 5 s later: two more frames through the monitor, after the count
+    # below has settled whenever the machine is slow. Pinning both entries cancels that timer; a
+    # probe already sent is counted by settle().
+    sh("ip", "neigh", "replace", IP_A, "lladdr", MAC_A, "nud", "permanent", "dev", "slt-monb1", ns=NS_B)
+    sh("ip", "neigh", "replace", IP_B, "lladdr", MAC_B, "nud", "permanent", "dev", "slt-mona1", ns=NS_A)
 
     flows = scapy_flows()
     sent = {"mona": [], "monb": []}
