@@ -30,7 +30,7 @@ on core 0 and core 1 idles.
 Zero-loss and latency trials (scenarios 2 and 3): `LinuxTrials` (below) builds the same chain once,
 keeps a receiving `bench/udpsink.c` (AF_PACKET ring on the sink veth, which sees the frames before
 ip_rcv drops them) in the sink namespace and runs `bench/udpgen.c` in its paced, stamped mode (the
-stamp of nfs/stamp.h, as sluice-nf-gen's) per trial. Both are compiled here with `-I nfs`.
+stamp of nfs/common/stamp.h, as sluice-nf-gen's) per trial. Both are compiled here with `-I nfs`.
 
 Run directly for a quick check:  bench/peer_linux.py --nfs 1 --size 64 --duration 5
 One trial, printed as JSON:       bench/peer_linux.py --trials --nfs 1 --size 66 --rate 200000 --duration 2
@@ -70,8 +70,8 @@ _bin_dir: Path | None = None
 
 
 def _tool(name: str) -> Path:
-    """Compile bench/<name>.c (with -I nfs: stamp.h, tsc.h, latency_hist.h) once per process into
-    a temporary directory (removed at exit)."""
+    """Compile bench/<name>.c (with -I nfs: common/stamp.h, tsc.h, latency_hist.h) once per process
+    into a temporary directory (removed at exit)."""
     global _bin_dir
     b = _bins.get(name)
     if b is not None and b.exists():
@@ -104,7 +104,7 @@ def check_tools() -> None:
     for tool in ("ip", "taskset"):
         if shutil.which(tool) is None:
             raise BenchError(f"{tool} not found (iproute2 / util-linux); needed by the linux-veth peer")
-    for src in (UDPGEN_SRC, UDPSINK_SRC, NFS_INC / "stamp.h"):
+    for src in (UDPGEN_SRC, UDPSINK_SRC, NFS_INC / "common" / "stamp.h"):
         if not src.exists():
             raise BenchError(f"{src} missing")
     udpgen()
@@ -327,11 +327,11 @@ class LinuxTrials(LinuxChain):
       with JSON lines: `start ID` before a trial, `drain EXPECTED 200 2000` after it (answers once
       all EXPECTED counted packets arrived, or none for 200 ms, or after 2 s: the stragglers' wait).
     - generator: one `bench/udpgen.c --rate R --count C --warmup W --gen-id ID` per trial, in the gen
-      namespace, `taskset -c 0` as in flood mode. It sends stamped frames (nfs/stamp.h, the same stamp
-      as sluice-nf-gen) paced by the TSC token bucket of nfs/tsc.h (burst 32): W seconds of warm-up
-      under id ID + 1, then exactly C = round(rate x duration) counted packets under ID (sequence from
-      0), then prints its counts and exits. Trial k uses ID = 2k, so warm-up packets and stragglers
-      of earlier trials never count (the sink ignores every other id).
+      namespace, `taskset -c 0` as in flood mode. It sends stamped frames (nfs/common/stamp.h, the
+      same stamp as sluice-nf-gen) paced by the TSC token bucket of nfs/common/tsc.h (burst 32): W
+      seconds of warm-up under id ID + 1, then exactly C = round(rate x duration) counted packets
+      under ID (sequence from 0), then prints its counts and exits. Trial k uses ID = 2k, so warm-up
+      packets and stragglers of earlier trials never count (the sink ignores every other id).
 
     Latency is the kernel's receive timestamp of the frame at the sink's packet tap (softirq, on core 1
     where the chain runs) minus the TSC stamp the generator wrote just before sendmmsg, converted on

@@ -8,8 +8,8 @@
  * and one lcore that does everything: it sends stamped UDP test packets,
  * paced by a TSC token bucket, and receives whatever comes back, tracking
  * sequence numbers and one-way latency. Packets and stamps are those of
- * sluice-nf-gen (nfs/stamp.h), pacing is gen's token bucket (nfs/tsc.h), the
- * histogram is sluice-nf-sink's (nfs/latency_hist.h), so Sluice's and the
+ * sluice-nf-gen (nfs/common/stamp.h), pacing is gen's token bucket (nfs/common/tsc.h), the
+ * histogram is sluice-nf-sink's (nfs/common/latency_hist.h), so Sluice's and the
  * peers' trials measure the same thing in the same units.
  *
  * Control: one command per line on stdin, one JSON line answer on stdout.
@@ -55,9 +55,9 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "latency_hist.h"
-#include "stamp.h"
-#include "tsc.h"
+#include "common/latency_hist.h"
+#include "common/stamp.h"
+#include "common/tsc.h"
 
 #define PROG "sluice-bench-tester"
 #define RX_BURST 32

@@ -3,7 +3,7 @@
  *
  * The stand-in for the kernel's pktgen (not built into this kernel: CONFIG_NET_PKTGEN is not set)
  * in bench/peer_linux.py, which compiles this file with the system cc at bench time:
- *   cc -O2 -I nfs -o udpgen bench/udpgen.c       (nfs/: stamp.h, tsc.h, pktparse.h; no DPDK)
+ *   cc -O2 -I nfs -o udpgen bench/udpgen.c       (nfs/common/: stamp.h, tsc.h, pktparse.h; no DPDK)
  *
  * Flood (run.py's scenario 1):
  *   udpgen IFNAME DST_MAC SRC_MAC SRC_IP DST_IP FRAME_BYTES [SECONDS]
@@ -12,13 +12,14 @@
  * Paced (scenarios 2 and 3):
  *   udpgen --rate PPS --count N [--warmup SECS] [--gen-id ID] [--burst B] [--tsc-hz HZ]
  *          IFNAME DST_MAC SRC_MAC SRC_IP DST_IP FRAME_BYTES [SECONDS]
- * Sends at PPS (token bucket on the TSC, nfs/tsc.h; 0 = as fast as possible) for SECS seconds of
- * warm-up under generator id ID + 1 (sequence from 0), then exactly N counted packets under ID
- * (sequence 0 .. N-1), then prints one JSON line and exits (SECONDS, if not 0, caps the whole run:
- * a safety net). Every packet carries the 24-byte stamp of nfs/stamp.h {"SLST", gen id, seq, TSC
- * at send}: the same bytes as sluice-nf-gen's (gen_write_pkt), except that the Ethernet addresses,
- * the IPv4 addresses and the UDP ports are the ones of the flood mode (the Linux chain routes by
- * IP: the frame must be addressed to the first NF's veth). FRAME_BYTES must be >= 66 (the stamp).
+ * Sends at PPS (token bucket on the TSC, nfs/common/tsc.h; 0 = as fast as possible) for SECS
+ * seconds of warm-up under generator id ID + 1 (sequence from 0), then exactly N counted packets
+ * under ID (sequence 0 .. N-1), then prints one JSON line and exits (SECONDS, if not 0, caps the
+ * whole run: a safety net). Every packet carries the 24-byte stamp of nfs/common/stamp.h {"SLST",
+ * gen id, seq, TSC at send}: the same bytes as sluice-nf-gen's (gen_write_pkt), except that the
+ * Ethernet addresses, the IPv4 addresses and the UDP ports are the ones of the flood mode (the
+ * Linux chain routes by IP: the frame must be addressed to the first NF's veth). FRAME_BYTES must
+ * be >= 66 (the stamp).
  * JSON: {"sent": counted packets handed to the interface, "warmup_sent", "first_hop_drops":
  * counted packets the first hop refused (veth: the receiving CPU's backlog was full; they count
  * as sent, i.e. offered and lost), "counted_ns": TSC time from the first to the last counted
@@ -55,8 +56,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stamp.h"
-#include "tsc.h"
+#include "common/stamp.h"
+#include "common/tsc.h"
 
 #define NFRAMES 1024
 #define BATCH 64

@@ -2,7 +2,7 @@
  * loss, reordering, duplicates and one-way latency of the stamped frames reaching one interface.
  *
  *   udpsink [--clock kernel|user] [--frames N] [--nap-us U] IFNAME
- *   cc -O2 -I nfs -o udpsink bench/udpsink.c     (nfs/: stamp.h, tsc.h, latency_hist.h; no DPDK)
+ *   cc -O2 -I nfs -o udpsink bench/udpsink.c  (nfs/common/: stamp.h, tsc.h, latency_hist.h; no DPDK)
  *
  * Receives with an AF_PACKET socket (protocol ETH_P_IP, bound to IFNAME) and a PACKET_RX_RING of
  * TPACKET_V2 frames: N frames (default 65536) of 256 bytes, so the kernel copies only the first
@@ -12,9 +12,9 @@
  * does no further work). Frames the ring had no room for are counted by the kernel
  * (PACKET_STATISTICS tp_drops) and reported as ring_drops: a sink that fell behind, not the chain.
  *
- * Stamps: nfs/stamp.h (stamp_find; "SLST", gen id, seq, TSC at send), sequence tracking per
- * generator as sluice-nf-sink does (seq_record), latency histogram nfs/latency_hist.h, here in
- * nanoseconds. Only frames of the generator id given by `start` count; other stamped frames (the
+ * Stamps: nfs/common/stamp.h (stamp_find; "SLST", gen id, seq, TSC at send), sequence tracking per
+ * generator as sluice-nf-sink does (seq_record), latency histogram nfs/common/latency_hist.h, here
+ * in nanoseconds. Only frames of the generator id given by `start` count; other stamped frames (the
  * warm-up under id + 1, stragglers of earlier trials) are counted as other_gen and ignored.
  *
  * Latency clocks (--clock):
@@ -68,9 +68,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "latency_hist.h"
-#include "stamp.h"
-#include "tsc.h"
+#include "common/latency_hist.h"
+#include "common/stamp.h"
+#include "common/tsc.h"
 
 #define FRAME_SIZE 256u
 #define BLOCK_SIZE (1u << 16)

@@ -1,4 +1,4 @@
-"""sluice-nf-l2switch (nfs/l2switch.c, docs/nfs/l2switch.md): a learning bridge over sluiced's ports.
+"""sluice-nf-l2switch (nfs/l2switch/main.c, docs/nfs/l2switch.md): a learning bridge over sluiced's ports.
 
 Every test bridges network namespaces through sluiced, the l2switch the only thing between them:
 

@@ -1,4 +1,4 @@
-"""sluice-nf-lb (nfs/lb.c, docs/nfs/lb.md) with real HTTP clients and servers in namespaces.
+"""sluice-nf-lb (nfs/lb/main.c, docs/nfs/lb.md) with real HTTP clients and servers in namespaces.
 
   slt-lbc [slt-lbc1 10.80.0.1/16]                 -- slt-lbc0 = port "cli" -> chain c2s [lb] -> exit "srv"
   slt-lbs [slt-lbs1 10.80.1.11..14/16, backends]  -- slt-lbs0 = port "srv" -> chain s2c [lb] -> exit "cli"

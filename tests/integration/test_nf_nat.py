@@ -1,4 +1,4 @@
-"""The nat NF (nfs/nat.c, docs/nfs/nat.md) with real packets between network namespaces, compared
+"""The nat NF (nfs/nat/main.c, docs/nfs/nat.md) with real packets between network namespaces, compared
 with Linux conntrack (nftables masquerade + DNAT) doing the same job.
 
 Sluice path (the NAT is the only thing between the two namespaces; it leaves Ethernet alone, so

@@ -1,4 +1,4 @@
-"""sluice-nf-router (nfs/router.c, docs/nfs/router.md) against the Linux FIB, and with real traffic.
+"""sluice-nf-router (nfs/router/main.c, docs/nfs/router.md) against the Linux FIB, and with real traffic.
 
 1. Differential: the same random route table (v4 + v6, nested prefixes, gateways and connected
    routes over 4 ports) is built in a namespace (veth pairs, `ip -batch route add`) and in the

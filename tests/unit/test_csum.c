@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests for nfs/csum.h: known IPv4 header checksums, and incremental updates (RFC 1624) that
- * always agree with recomputing from scratch, on random data.
+ * Unit tests for nfs/common/csum.h: known IPv4 header checksums, and incremental updates (RFC 1624)
+ * that always agree with recomputing from scratch, on random data.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "csum.h"
+#include "common/csum.h"
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)rd16(p) << 16 | rd16(p + 2); }

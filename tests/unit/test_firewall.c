@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests of the firewall NF's logic (nfs/firewall_pkt.h, firewall_rules.h, firewall_ct.h):
+ * Unit tests of the firewall NF's logic (nfs/firewall/pkt.h, rules.h, conntrack.h):
  * rule-file parsing and its error messages, first-match evaluation, the packet parser on good,
  * truncated and random frames, and the conntrack table against a brute-force model.
  */
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "firewall_ct.h"
-#include "firewall_rules.h"
+#include "firewall/conntrack.h"
+#include "firewall/rules.h"
 
 /* ---- frames ---- */
 

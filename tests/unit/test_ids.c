@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests of the IDS NF's logic (nfs/ids_rules.h, ids_engine.h, ids_log.h): rule parsing and its
+ * Unit tests of the IDS NF's logic (nfs/ids/rules.h, engine.h, log.h): rule parsing and its
  * error messages, header matching, the Hyperscan matcher against a brute-force reference on random
  * rules and payloads (content, nocase, offset, depth, several contents per rule, actions), the
  * packet parser on good, truncated and random frames, the fast.log line, a 5000-rule set.
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "ids_engine.h"
-#include "ids_log.h"
+#include "ids/engine.h"
+#include "ids/log.h"
 
 static char err[512];
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests of the l2switch NF's logic (nfs/l2switch_conf.h, l2switch_fdb.h, l2switch_pkt.h):
+ * Unit tests of the l2switch NF's logic (nfs/l2switch/conf.h, fdb.h, pkt.h):
  * config parsing and its error messages, the VLAN map, the FDB against a brute-force model under
  * a fake clock (learning, moves, aging, sweep, capacity), and the per-frame decisions (forward with
  * tag push/pop, flood port sets per tagging, filtering, VLAN drops, malformed and random frames).
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "l2switch_pkt.h"
+#include "l2switch/pkt.h"
 
 #define SEC 1000000000ull
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests for the sink's log-linear latency histogram (nfs/latency_hist.h)
- * and the TSC conversion helpers it is reported with (nfs/tsc.h).
+ * Unit tests for the sink's log-linear latency histogram (nfs/common/latency_hist.h)
+ * and the TSC conversion helpers it is reported with (nfs/common/tsc.h).
  */
 #include <stdint.h>
 
 #include "check.h"
-#include "latency_hist.h"
-#include "tsc.h"
+#include "common/latency_hist.h"
+#include "common/tsc.h"
 
 /* a static histogram: 7.8 KiB is fine on the stack too, but keep tests alike */
 static struct lat_hist h;

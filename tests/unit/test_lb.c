@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * The lb NF's logic (nfs/lb_*.h): config parsing and its errors, Maglev balance and minimal
+ * The lb NF's logic (nfs/lb/): config parsing and its errors, Maglev balance and minimal
  * disruption (measured), NAT-mode rewriting with valid checksums (IPv4/IPv6, TCP/UDP), connection
  * affinity across reloads (added, disabled, removed and `down` backends), timeouts, a full table,
  * no backend, and every truncation of real frames.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "lb_pkt.h"
+#include "lb/pkt.h"
 
 #define S 1000000000ull
 

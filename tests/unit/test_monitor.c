@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "monitor_flow.h"
-#include "monitor_pcapng.h"
+#include "monitor/flow.h"
+#include "monitor/pcapng.h"
 
 /* ---------------------------------------------------------------- pcapng */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests for the NAT NF's DPDK-free parts: nfs/nat_table.h (mapping table, port allocation,
- * expiry), nfs/nat_conf.h (config lines and their error messages) and nfs/nat_pkt.h (translation
+ * Unit tests for the NAT NF's DPDK-free parts: nfs/nat/table.h (mapping table, port allocation,
+ * expiry), nfs/nat/conf.h (config lines and their error messages) and nfs/nat/pkt.h (translation
  * with incremental checksums, checked against full recomputation; ICMP errors; truncated and
  * random frames).
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "nat_pkt.h"
+#include "nat/pkt.h"
 
 #define IP(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 

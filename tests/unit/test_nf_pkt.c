@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * Unit tests for the packet accessors (include/sluice/nf.h) and the sample
- * NFs' header parsing, reflection and flow table (nfs/pktparse.h, flowtab.h).
+ * NFs' header parsing, reflection and flow table (nfs/common/pktparse.h, nfs/count/flowtab.h).
  */
 #include <string.h>
 
 #include "check.h"
-#include "flowtab.h"
-#include "pktparse.h"
+#include "common/pktparse.h"
+#include "count/flowtab.h"
 #include "sluice/nf.h"
 
 /* ---- sl_pkt accessors ---- */

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests of the rate limiter's logic (nfs/ratelimit_meter.h, ratelimit_pkt.h, ratelimit_conf.h,
- * ratelimit_flow.h):
+ * Unit tests of the rate limiter's logic (nfs/ratelimit/meter.h, pkt.h, conf.h, flow.h):
  *  - the srTCM and trTCM meters, colour-blind and colour-aware, against a literal transcription of
  *    RFC 2697 / RFC 2698 that adds one byte of token at a time at the instants the RFCs define, on a
  *    fake clock, over random packet traces (the colour of every packet must agree); then against a
@@ -15,8 +14,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "ratelimit_conf.h"
-#include "ratelimit_flow.h"
+#include "ratelimit/conf.h"
+#include "ratelimit/flow.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * The router NF's tables and packet path (nfs/router_lpm.h, router_conf.h, router_pkt.h):
+ * The router NF's tables and packet path (nfs/router/lpm.h, conf.h, pkt.h):
  * - DIR-24-8 and the IPv6 trie against a brute-force linear longest-prefix match on random nested
  *   tables and random addresses biased to the prefixes;
  * - config errors name the line and the field;
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "router_pkt.h"
+#include "router/pkt.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void)

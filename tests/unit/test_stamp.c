@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Unit tests for the generator's packets and stamp (nfs/stamp.h), the sink's
- * sequence tracking (same header) and the token bucket (nfs/tsc.h).
+ * Unit tests for the generator's packets and stamp (nfs/common/stamp.h), the sink's
+ * sequence tracking (same header) and the token bucket (nfs/common/tsc.h).
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
-#include "pktparse.h"
-#include "stamp.h"
-#include "tsc.h"
+#include "common/pktparse.h"
+#include "common/stamp.h"
+#include "common/tsc.h"
 
 static uint8_t buf[2048];
 
