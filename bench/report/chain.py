@@ -1,0 +1,225 @@
+"""Scenario 1, chain length (`chain`; `fabric` in older files): Mpps of net_null -> N x fwd ->
+net_null per system, N and frame size: plot, table, method and reading."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from .common import (CHAIN, COLOURS, LINUX, ORDER, OVS, PEER, PEERS, SLUICE, SYSTEM_NAMES, _finish, _pyplot, _title,
+                     and_list, find, first_line, fmt, peers_in, rows_of, scenario_of, series_in, system_label)
+
+TARGET_RATIO = 2.0      # 1 NF, 64 B, poll: Sluice / peer
+TARGET_SIZE_GAP = 0.10  # 1500 B packet rate within 10 % of 64 B
+
+
+def plot_chain(data: dict, path: Path) -> bool:
+    """Scenario 1: Mpps vs chain length, a panel per frame size, a line per system (+ mode) with
+    min-max error bars, log y."""
+    res = [r for r in rows_of(data["results"], CHAIN) if r.get("median_mpps") is not None]
+    sizes = sorted({r["size"] for r in res})
+    if not sizes:
+        return False
+    plt = _pyplot()
+    if plt is None:
+        return False
+    series = series_in(res)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.8 * len(sizes), 4.9), squeeze=False, sharey=True)
+    for ax, size in zip(axes[0], sizes):
+        ns = sorted({r["nfs"] for r in res if r["size"] == size})
+        for (system, mode), label in series:
+            pts = [(n, find(res, system, n, size, mode)) for n in ns]
+            pts = [(n, r) for n, r in pts if r and r["median_mpps"] > 0]
+            if not pts:
+                continue
+            xs = [n for n, _ in pts]
+            ys = [r["median_mpps"] for _, r in pts]
+            lo = [r["median_mpps"] - max(r.get("min_mpps") or r["median_mpps"], 1e-9) for _, r in pts]
+            hi = [(r.get("max_mpps") or r["median_mpps"]) - r["median_mpps"] for _, r in pts]
+            ax.errorbar(xs, ys, yerr=[lo, hi], label=label, marker="o", markersize=4, capsize=3, linewidth=1.5,
+                        color=COLOURS.get((system, mode)))
+            # the 1-NF figure, the one to compare
+            ax.annotate(f"{ys[0]:.2f}" if ys[0] < 10 else f"{ys[0]:.1f}", (xs[0], ys[0]), fontsize=7,
+                        xytext=(-4, 4), textcoords="offset points", ha="right", color=COLOURS.get((system, mode)))
+        ax.set_xticks(ns)
+        ax.set_xlim(min(ns) - 0.5, max(ns) + 0.3)
+        ax.set_xlabel("chain length N (NFs)")
+        ax.set_title(f"net_null → N × fwd → net_null, {size} B")
+        ax.set_yscale("log")
+        ax.grid(which="major", alpha=0.35)
+        ax.grid(which="minor", axis="y", alpha=0.12)
+    axes[0][0].set_ylabel("Mpps (median of rounds; bars: min–max), log scale")
+    fig.suptitle(_title(data, "Scenario 1: chain length"), fontsize=10)
+    _finish(fig, path, *axes[0][0].get_legend_handles_labels())
+    return True
+
+
+def chain_table(res: list[dict]) -> list[str]:
+    peers = peers_in(res)
+    rows = ["| NFs | size (B) | system | NF wakeup | median Mpps | min Mpps | max Mpps | median Gbps |"
+            + "".join(f" Sluice / {short} |" for _, short in peers),
+            "|---:|---:|---|---|---:|---:|---:|---:|" + "---:|" * len(peers)]
+    keys = sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0]))
+    for n, size in keys:
+        ps = [find(res, s, n, size, None) for s, _ in peers]
+        group = sorted((r for r in res if r["nfs"] == n and r["size"] == size),
+                       key=lambda r: ORDER.get((r["system"], r.get("mode")), 99))
+        for r in group:
+            system = system_label(r["system"], with_mode=False)
+            if r.get("median_mpps") is None:
+                rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | failed: "
+                            f"{first_line(r.get('error'))} | | | |" + " |" * len(peers))
+                continue
+            ratios = []
+            for p in ps:
+                ratio = "–"
+                if r["system"] == SLUICE and p and p["median_mpps"]:
+                    ratio = f"{r['median_mpps'] / p['median_mpps']:.2f}×"
+                ratios.append(ratio)
+            rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | {fmt(r['median_mpps'])} | "
+                        f"{fmt(r.get('min_mpps'))} | {fmt(r.get('max_mpps'))} | {fmt(r.get('gbps_median'))} |"
+                        + "".join(f" {x} |" for x in ratios))
+    return rows
+
+
+def chain_method(data: dict) -> list[str]:
+    res, cfg = rows_of(data["results"], CHAIN), data.get("config", {})
+    present = {r.get("system") for r in res}
+    ns = sorted({r["nfs"] for r in res})
+    sizes = sorted({r["size"] for r in res})
+    out = ["**Method.** " + f"Mpps of `net_null -> N × fwd -> net_null` for N = {and_list(ns)} and "
+           f"frames of {' and '.join(f'{s} B' for s in sizes)}. Each figure: {cfg.get('runs', '?')} round(s), "
+           f"each starting fresh processes, {cfg.get('warmup_s', '?')} s warm-up, then a {cfg.get('duration_s', '?')} s "
+           "counting window; within a round the systems alternate, so drift hits all of them. The figure is the "
+           "median of the rounds, with min and max. Both ends are infinite sources/sinks (`net_null`), so the figure "
+           "is the rate the switch + NF pipeline sustains.", ""]
+    if SLUICE in present:
+        out.append("- **Sluice**: `sluiced` with two `net_null` ports (`size=B,copy=0`); ingress port → chain of N "
+                   "`sluice-nf-fwd` NFs → exit port. Rate = growth of the exit port's `tx_pkts`.")
+    if PEER in present:
+        out.append("- **testpmd + memif**: one `dpdk-testpmd` as the switch (`net_null` + one `net_memif` server "
+                   "port per NF, io forwarding, chained port topology), and one `dpdk-testpmd` per NF (memif client, io "
+                   "forwarding back out of its only port). Rate = growth of the switch's `net_null` TX counter.")
+    if LINUX in present:
+        out.append("- **Linux veth + netns**: one network namespace per NF doing kernel IPv4 "
+                   "forwarding, namespaces chained by veth pairs (generator namespace → NF 1 … NF N → sink namespace), "
+                   "GRO/GSO/TSO off; the generator is `bench/udpgen.c` (AF_PACKET flood bypassing the qdisc, 1024 UDP "
+                   "port pairs; this kernel has no pktgen) pinned to core 0, and RPS on NF 1's ingress veth moves the "
+                   "whole chain's forwarding (NET_RX softirq) to core 1. Rate = growth of the sink veth's `rx_packets`.")
+    if OVS in present:
+        out.append("- **OVS-DPDK + testpmd (vhost-user)**: `ovs-vswitchd` with the DPDK datapath (its PMD thread, "
+                   "the switch, on core 1), a `net_null` port and one `dpdkvhostuserclient` port per NF, OpenFlow "
+                   "`null0 → vhu1 → … → vhuN → null0`; one `dpdk-testpmd` per NF on `virtio_user` (io forwarding, "
+                   "core 0). Rate = growth of `null0`'s TX packets.")
+    out += ["- **Cores** (2 on this machine): the switch (sluiced worker / testpmd switch / OVS PMD thread) on "
+            "core 1; every NF on core 0, shared when N > 1; idle main lcores on the other core.",
+            "- Gbps = Mpps × frame size × 8 (L2 frame bits; no preamble or inter-frame gap). "
+            "Sluice / X = Sluice median ÷ X's median for the same N and size."]
+    return out
+
+
+def reading(data: dict) -> list[str]:
+    """Sentences computed from the scenario 1 numbers only."""
+    res = rows_of(data["results"], CHAIN)
+    out = []
+    fcs0 = [f for r in res for f in (r.get("runs_foreign_cpu") or []) if f is not None]
+    spreads0 = [(r["max_mpps"] - r["min_mpps"]) / r["median_mpps"] for r in res
+                if r.get("median_mpps") and len(r.get("runs_mpps") or []) > 1]
+    noisy_share = sum(f > 0.05 for f in fcs0) / len(fcs0) if fcs0 else 0.0
+    med_spread = statistics.median(spreads0) if spreads0 else 0.0
+    if noisy_share > 0.10:
+        out.append(f"- **Caution: a noisy run.** {noisy_share:.0%} of the windows had other load above 5 % of the CPU "
+                   f"and the median run-to-run spread is {med_spread:.0%}; the verdicts below may flip on a quiet machine.")
+    elif med_spread > 0.20:
+        out.append(f"- **Caution: wide spread.** The machine was quiet ({noisy_share:.0%} of the windows had other load "
+                   f"above 5 % of the CPU), yet the median run-to-run spread is {med_spread:.0%}: compare medians, "
+                   f"and see the notes on why windows differ.")
+    s1 = find(res, SLUICE, 1, 64, "poll")
+    p1 = find(res, PEER, 1, 64, None)
+    if s1 and p1 and p1["median_mpps"]:
+        ratio = s1["median_mpps"] / p1["median_mpps"]
+        verdict = "met" if ratio >= TARGET_RATIO else "NOT met"
+        out.append(f"- **Target 1** (1 NF, 64 B, poll ≥ {TARGET_RATIO:g}× the memif peer): **{verdict}**. "
+                   f"Sluice {s1['median_mpps']:.2f} Mpps vs testpmd+memif {p1['median_mpps']:.2f} Mpps = {ratio:.2f}×.")
+    else:
+        out.append("- Target 1 (1 NF, 64 B, poll vs peer) cannot be judged: "
+                   + ("no Sluice figure" if not s1 else "no peer figure") + " in this run.")
+    all_ns = sorted({r["nfs"] for r in res})
+    sizes = sorted({r["size"] for r in res})
+    gaps = []
+    for n in all_ns:
+        for system, mode in ORDER:
+            a, b = find(res, system, n, 64, mode), find(res, system, n, 1500, mode)
+            if a and b and a["median_mpps"]:
+                gaps.append((system, mode, n, a["median_mpps"], b["median_mpps"], b["median_mpps"] / a["median_mpps"] - 1))
+    sl_gaps = [g for g in gaps if g[0] == SLUICE]
+    if sl_gaps:
+        bad = [g for g in sl_gaps if g[5] < -TARGET_SIZE_GAP]
+        t1 = [g for g in sl_gaps if g[2] == 1 and g[1] == "poll"]
+        if t1:
+            g = t1[0]
+            verdict = "met" if g[5] >= -TARGET_SIZE_GAP else "NOT met"
+            head = (f"- **Target 2** (1500 B packet rate within {TARGET_SIZE_GAP:.0%} of 64 B), 1 NF poll: **{verdict}** "
+                    f"({g[4]:.2f} vs {g[3]:.2f} Mpps, {g[5]:+.1%}). ")
+        else:
+            head = f"- Target 2 (1500 B packet rate within {TARGET_SIZE_GAP:.0%} of 64 B): "
+        detail = "; ".join(f"{g[2]} NF {g[1]} {g[5]:+.1%}" for g in sl_gaps)
+        out.append(head + f"Sluice 1500 B rate relative to 64 B: {detail}; "
+                   + (f"{len(bad)} of {len(sl_gaps)} are more than {TARGET_SIZE_GAP:.0%} below." if bad
+                      else f"none of {len(sl_gaps)} is more than {TARGET_SIZE_GAP:.0%} below."))
+    s1b = find(res, SLUICE, 1, 64, "poll")
+    for system, _ in PEERS[1:]:
+        p = find(res, system, 1, 64, None)
+        if p:
+            out.append(f"- {SYSTEM_NAMES[system]}, 1 NF, 64 B: {p['median_mpps']:.2f} Mpps"
+                       + (f"; Sluice poll is {s1b['median_mpps'] / p['median_mpps']:.1f}× that."
+                          if s1b and p["median_mpps"] else "."))
+    for system, _ in PEERS:
+        for size in sizes:
+            pts = [(n, find(res, system, n, size, None)) for n in all_ns]
+            pts = [(n, r["median_mpps"]) for n, r in pts if r]
+            if len(pts) > 1 and pts[0][1]:
+                out.append(f"- {SYSTEM_NAMES[system]}, {size} B, chain length: "
+                           + ", ".join(f"{n} NF {m:.2f}" for n, m in pts)
+                           + f" Mpps ({pts[-1][0]} NFs at {pts[-1][1] / pts[0][1]:.1%} of {pts[0][0]} NF).")
+        pg = [g for g in gaps if g[0] == system]
+        if pg:
+            out.append(f"- {SYSTEM_NAMES[system]}, 64 B → 1500 B: "
+                       + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in pg) + ".")
+    for size in sizes:
+        for mode in ("poll", "adaptive", "block"):
+            pts = [(n, find(res, SLUICE, n, size, mode)) for n in all_ns]
+            pts = [(n, r["median_mpps"]) for n, r in pts if r]
+            if len(pts) > 1 and pts[0][1]:
+                out.append(f"- Sluice {mode}, {size} B, chain length: "
+                           + ", ".join(f"{n} NF {m:.2f}" for n, m in pts) + " Mpps"
+                           + f" ({pts[-1][0]} NFs at {pts[-1][1] / pts[0][1]:.1%} of {pts[0][0]} NF).")
+    for size in sizes:
+        cmp_ = []
+        for n in all_ns:
+            a, b = find(res, SLUICE, n, size, "poll"), find(res, SLUICE, n, size, "adaptive")
+            if a and b and a["median_mpps"]:
+                cmp_.append(f"{n} NF {b['median_mpps'] / a['median_mpps']:.2f}×")
+        if cmp_:
+            out.append(f"- Adaptive relative to poll, {size} B: " + ", ".join(cmp_) + ".")
+    spreads = [((r["max_mpps"] - r["min_mpps"]) / r["median_mpps"], r) for r in res
+               if r.get("median_mpps") and len(r.get("runs_mpps") or []) > 1]
+    if spreads:
+        worst = max(spreads, key=lambda t: t[0])
+        med = statistics.median(t[0] for t in spreads)
+        r = worst[1]
+        out.append(f"- Run-to-run spread (max − min) / median: median {med:.1%} over {len(spreads)} figures; widest "
+                   f"{worst[0]:.1%} ({'Sluice ' + r['mode'] if r['system'] == SLUICE else SYSTEM_NAMES.get(r['system'], r['system'])}, "
+                   f"{r['nfs']} NF, {r['size']} B).")
+    elif res:
+        out.append("- Only one run per figure: no spread to report (use at least 5 runs for figures to quote).")
+    fcs = [f for r in res for f in (r.get("runs_foreign_cpu") or []) if f is not None]
+    if fcs:
+        noisy = [f for f in fcs if f > 0.05]
+        out.append(f"- Other processes' share of all CPU time during the measurement windows: median {statistics.median(fcs):.1%}, "
+                   f"max {max(fcs):.1%}" + (f"; {len(noisy)} of {len(fcs)} windows above 5 %, so those figures "
+                                            "were disturbed by other load." if noisy else " (a quiet machine)."))
+    errs = [e for e in (data.get("errors") or []) if scenario_of(e) == CHAIN]
+    if errs:
+        out.append(f"- {len(errs)} measurement(s) failed in this run; see `errors` in the JSON.")
+    return out
