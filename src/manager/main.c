@@ -5,7 +5,7 @@
  *   sluiced --config FILE.json [--socket-dir DIR] [--log-level N]
  *
  * Set-up order (and the reverse on the way out): config -> EAL -> packet
- * region + pool -> ports -> routes -> sockets -> worker.
+ * region + pool -> ports -> registry (services, routes) -> rules -> sockets -> worker.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,92 +32,6 @@
 #include "sluiced.h"
 
 struct manager M;
-
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-int service_lookup(const char *name)
-{
-	for (uint32_t i = 0; i < M.nservices; i++)
-		if (!strcmp(M.services[i].name, name))
-			return (int)i;
-	return -1;
-}
-
-/* Services are only ever added (ids stay stable); the worker reads the count. */
-int service_get_or_create(const char *name)
-{
-	int s = service_lookup(name);
-	if (s >= 0)
-		return s;
-	if (M.nservices >= M.max_services)
-		return -1;
-	struct service *sv = &M.services[M.nservices];
-	memset(sv, 0, sizeof(*sv));
-	snprintf(sv->name, sizeof(sv->name), "%s", name);
-	__atomic_store_n(&M.nservices, M.nservices + 1, __ATOMIC_RELEASE);
-	return (int)(M.nservices - 1);
-}
-
-int port_lookup(const char *name)
-{
-	for (unsigned i = 0; i < M.nports; i++)
-		if (!strcmp(M.ports[i].name, name))
-			return (int)i;
-	return -1;
-}
-
-void route_free(struct route *r)
-{
-	if (!r)
-		return;
-	for (unsigned i = 0; i < r->nchains; i++)
-		free(r->chains[i].svc);
-	free(r->chains);
-	free(r);
-}
-
-struct route *route_build(const struct cfg_chain *specs, unsigned n, const int32_t *port_chain, char *err,
-			  size_t errlen)
-{
-	struct route *r = calloc(1, sizeof(*r));
-	if (!r || !(r->chains = calloc(n + 1, sizeof(*r->chains)))) {
-		snprintf(err, errlen, "out of memory");
-		free(r);
-		return NULL;
-	}
-	for (unsigned i = 0; i < SL_MAX_PORTS; i++)
-		r->port_chain[i] = port_chain ? port_chain[i] : -1;
-	for (unsigned i = 0; i < n; i++) {
-		struct chain *c = &r->chains[i];
-		const struct cfg_chain *s = &specs[i];
-		snprintf(c->name, sizeof(c->name), "%s", s->name);
-		c->exit = s->exit[0] ? port_lookup(s->exit) : -1;
-		if (s->exit[0] && c->exit < 0) {
-			snprintf(err, errlen, "chains[%u].exit: unknown port '%s'", i, s->exit);
-			goto fail;
-		}
-		c->svc = calloc(s->nsvc, sizeof(*c->svc));
-		r->nchains = (uint16_t)(i + 1);
-		for (unsigned k = 0; k < s->nsvc; k++) {
-			int id = service_get_or_create(s->svc[k]);
-			if (id < 0) {
-				snprintf(err, errlen, "chains[%u].nfs[%u]: too many services", i, k);
-				goto fail;
-			}
-			c->svc[k] = (uint16_t)id;
-		}
-		c->len = (uint16_t)s->nsvc;
-	}
-	return r;
-fail:
-	route_free(r);
-	return NULL;
-}
 
 /* Is a live process accepting on this UNIX socket path? (A stale file is not.) */
 static bool socket_in_use(const char *path)
@@ -341,20 +255,12 @@ int main(int argc, char **argv)
 			    "raise it (ulimit -n) or NFs will be refused", (unsigned long long)rl.rlim_cur,
 			    (unsigned long long)want, M.max_nfs);
 	}
-	M.max_services = M.max_nfs + 256;
 	M.nfs = calloc(M.max_nfs, sizeof(*M.nfs));
-	M.services = calloc(M.max_services, sizeof(*M.services));
 	M.cmdq = rte_ring_create("sluice_cmdq", 64, (int)rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
-	if (!M.nfs || !M.services || !M.cmdq || worker_init() < 0) {
+	if (!M.nfs || !M.cmdq || worker_init() < 0) {
 		LOG("out of memory");
 		goto out;
 	}
-	for (unsigned i = 0; i < M.cfg.nservices; i++) {
-		int s = service_get_or_create(M.cfg.services[i]);
-		if (s >= 0)
-			M.services[s].policy = M.cfg.service_policy[i];
-	}
-
 	for (unsigned i = 0; i < M.cfg.nports; i++) {
 		struct port *p = &M.ports[i];
 		memcpy(p->name, M.cfg.ports[i].name, sizeof(p->name));
@@ -365,15 +271,10 @@ int main(int argc, char **argv)
 		}
 		M.nports = i + 1;
 	}
-	M.route = route_build(M.cfg.chains, M.cfg.nchains, NULL, err, sizeof(err));
-	if (!M.route) {
+	if (registry_init(err, sizeof(err)) < 0) {
 		LOG("config error: %s", err);
 		goto out;
 	}
-	for (unsigned i = 0; i < M.nports; i++)
-		for (unsigned k = 0; M.cfg.ports[i].chain[0] && k < M.route->nchains; k++)
-			if (!strcmp(M.route->chains[k].name, M.cfg.ports[i].chain))
-				M.route->port_chain[i] = (int32_t)k;
 	if (rules_load(M.cfg.rules, M.cfg.malformed, err, sizeof(err)) < 0) {
 		LOG("config error: %s", err);
 		goto out;
@@ -421,11 +322,7 @@ out:
 		close(M.sigfd);
 	rules_unload();
 	worker_fini();
-	if (M.route) {
-		/* packets a port still stages are freed by port close */
-		route_free(M.route);
-		M.route = NULL;
-	}
+	registry_fini(); /* packets a port still stages are freed by port close */
 	for (unsigned i = M.nports; i-- > 0;)
 		port_close(&M.ports[i]);
 	if (M.region.pool) {
@@ -437,7 +334,6 @@ out:
 	if (M.cmdq)
 		rte_ring_free(M.cmdq);
 	free(M.nfs);
-	free(M.services);
 	config_free(&M.cfg);
 	if (eal)
 		rte_eal_cleanup();

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_acl.h>
@@ -467,14 +468,32 @@ void ctl_accept(void);
 void ctl_event(void *conn, uint32_t events);
 void ctl_close_all(void);
 
-/* main.c helpers */
-uint64_t now_ms(void);
+/* registry.c: names of ports, services and chains; the route the worker reads (control thread) */
+/* Allocate the service table, create the config's services and publish its route (ports open).
+ * Returns 0 or -1 with err naming the config field. */
+int registry_init(char *err, size_t errlen);
+/* Undo registry_init (after the worker stopped). */
+void registry_fini(void);
+/* Index of service `name`, or -1. */
 int service_lookup(const char *name);
+/* Index of service `name`, created if new (ids are stable; never removed); -1 when the table is full. */
 int service_get_or_create(const char *name);
+/* Index of port `name`, or -1. */
 int port_lookup(const char *name);
-/* Build a route from chain specs; err names the field. NULL on error. */
-struct route *route_build(const struct cfg_chain *chains, unsigned n, const int32_t *port_chain_names_idx, char *err, size_t errlen);
+/* Build a route from chain specs (port_chain: ingress chain per port, NULL = none); err names the
+ * field. NULL on error. */
+struct route *route_build(const struct cfg_chain *chains, unsigned n, const int32_t *port_chain, char *err,
+			  size_t errlen);
+/* Free a route that is no longer published (NULL is fine). */
 void route_free(struct route *r);
+
+/* Monotonic milliseconds (control-side deadlines and uptime). */
+static inline uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 /* epoll tags */
 enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL };
