@@ -16,6 +16,7 @@ import shutil
 import yaml
 
 from . import steering
+from .errors import ConfigError
 
 __all__ = [
     "ConfigError", "load_file", "load_string", "validate", "normalize",
@@ -23,7 +24,10 @@ __all__ = [
 ]
 
 DEFAULT_SOCKET_DIR = "/run/sluice"
-BUILTIN_NFS = ("fwd", "reflect", "count")
+# `program: <name>` runs <build>/nfs/sluice-nf-<name>: every NF in nfs/ (nf_programs in nfs/meson.build;
+# tests/integration/test_builtin_programs.py checks that the two lists agree)
+BUILTIN_NFS = ("fwd", "reflect", "count", "gen", "sink",
+               "firewall", "nat", "router", "monitor", "ids", "lb", "ratelimit", "l2switch")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,30}\Z")
 NAME_RULE = "[a-z0-9][a-z0-9_-]{0,30}"
 NAME_MAX = 31            # SL_NAME_MAX (32) minus the NUL
@@ -34,16 +38,6 @@ VDEV_RE = re.compile(r"net_[A-Za-z0-9_]+(,.*)?\Z")
 WAKEUP_MODES = ("poll", "block", "adaptive")
 RESTART_POLICIES = ("always", "on-failure", "never")
 HUGE_PAGES = ("auto", "on", "off")
-
-
-class ConfigError(Exception):
-    """A configuration problem. ``path`` is the dotted field path ('' for the
-    whole document), ``msg`` the explanation; str() gives 'path: msg'."""
-
-    def __init__(self, path, msg):
-        self.path = path
-        self.msg = msg
-        super().__init__(f"{path}: {msg}" if path else msg)
 
 
 # ---------------------------------------------------------------- YAML loading
@@ -378,8 +372,8 @@ def _program(prog, path, base_dir):
         return p
     found = shutil.which(prog)
     if not found:
-        raise ConfigError(path, f"unknown program {prog!r}: not a built-in ({', '.join(BUILTIN_NFS)}), "
-                                "not a path, not on PATH")
+        raise ConfigError(path, f"unknown program {prog!r}: not a built-in NF, not a path, not on PATH "
+                                f"(built-ins: {', '.join(BUILTIN_NFS)})")
     return os.path.abspath(found)
 
 

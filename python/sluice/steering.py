@@ -8,6 +8,8 @@ sluiced takes. Every problem raises ConfigError naming the field, e.g. ``rules[2
 import ipaddress
 import re
 
+from .errors import ConfigError
+
 __all__ = ["normalize_rule", "normalize_action", "normalize_steering", "PROTOCOLS", "TCP_FLAGS", "POLICIES"]
 
 PROTOCOLS = {"icmp": 1, "tcp": 6, "udp": 17, "gre": 47, "esp": 50, "ah": 51, "icmpv6": 58, "sctp": 132}
@@ -19,7 +21,6 @@ MAC_RE = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\Z")
 
 
 def _err(path, msg):
-    from .config import ConfigError  # late: config imports this module
     return ConfigError(path, msg)
 
 

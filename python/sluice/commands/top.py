@@ -7,7 +7,9 @@ in the alternate screen; otherwise each frame is printed after the previous one.
 import sys
 import time
 
-from .cli import drops_total, human_count, table
+from ..client import SluiceError
+from ..fmt import drops_total, human_count, mbps, rate, table
+from .common import EXIT_USAGE, add_common, client_for, die, sub
 
 CLEAR = "\x1b[H\x1b[2J"
 ALT_ON = "\x1b[?1049h\x1b[?25l"
@@ -37,14 +39,6 @@ def _mbps(bytes_per_s):
     return None if bytes_per_s is None else bytes_per_s * 8 / 1e6
 
 
-def _fmt_rate(v):
-    return "-" if v is None else human_count(v)
-
-
-def _fmt_mbps(v):
-    return "-" if v is None else f"{v:.1f}"
-
-
 def render(cur, prev, dt, status=None, interval=1.0):
     """One frame of text from the current and previous `stats` responses."""
     lines = []
@@ -63,9 +57,9 @@ def render(cur, prev, dt, status=None, interval=1.0):
     for p in cur.get("ports", []):
         q = prev_ports.get(p.get("name"))
         rows.append([p.get("name"), p.get("chain") or "-",
-                     _fmt_rate(_rate(p, q, "rx_pkts", dt)), _fmt_mbps(_mbps(_rate(p, q, "rx_bytes", dt))),
-                     _fmt_rate(_rate(p, q, "tx_pkts", dt)), _fmt_mbps(_mbps(_rate(p, q, "tx_bytes", dt))),
-                     _fmt_rate(_drop_rate(p, q, dt)), human_count(p.get("rx_pkts")), human_count(p.get("tx_pkts"))])
+                     rate(_rate(p, q, "rx_pkts", dt)), mbps(_mbps(_rate(p, q, "rx_bytes", dt))),
+                     rate(_rate(p, q, "tx_pkts", dt)), mbps(_mbps(_rate(p, q, "tx_bytes", dt))),
+                     rate(_drop_rate(p, q, dt)), human_count(p.get("rx_pkts")), human_count(p.get("tx_pkts"))])
     lines.append(table(["PORT", "CHAIN", "RX PPS", "RX MBIT/S", "TX PPS", "TX MBIT/S", "DROP/S", "RX TOTAL",
                         "TX TOTAL"], rows, right=set(range(2, 9))))
     lines.append("")
@@ -75,9 +69,9 @@ def render(cur, prev, dt, status=None, interval=1.0):
     for n in cur.get("nfs", []):
         q = prev_nfs.get(n.get("name"))
         rows.append([n.get("name"), n.get("service"), n.get("wakeup"),
-                     _fmt_rate(_rate(n, q, "rx_pkts", dt)), _fmt_mbps(_mbps(_rate(n, q, "rx_bytes", dt))),
-                     _fmt_rate(_rate(n, q, "tx_pkts", dt)), _fmt_rate(_rate(n, q, "kicks", dt)),
-                     _fmt_rate(_drop_rate(n, q, dt)), n.get("lent")])
+                     rate(_rate(n, q, "rx_pkts", dt)), mbps(_mbps(_rate(n, q, "rx_bytes", dt))),
+                     rate(_rate(n, q, "tx_pkts", dt)), rate(_rate(n, q, "kicks", dt)),
+                     rate(_drop_rate(n, q, dt)), n.get("lent")])
     if rows:
         lines.append(table(["NF", "SERVICE", "WAKEUP", "RX PPS", "RX MBIT/S", "TX PPS", "KICKS/S", "DROP/S",
                             "LENT"], rows, right=set(range(3, 9))))
@@ -91,14 +85,13 @@ def render(cur, prev, dt, status=None, interval=1.0):
         r = None
         if prev is not None and dt > 0 and isinstance(v, (int, float)):
             r = max(v - pdrops.get(k, 0), 0) / dt
-        parts.append(f"{k} {_fmt_rate(r)}/s ({human_count(v)})")
+        parts.append(f"{k} {rate(r)}/s ({human_count(v)})")
     lines.append("DROPS  " + ("  ".join(parts) if parts else "none"))
     return "\n".join(lines)
 
 
 def run_top(client, interval=1.0, iterations=None, out=None):
     """Loop until interrupted or `iterations` frames are shown. Returns an exit code."""
-    from .client import SluiceError
     out = out or sys.stdout
     tty = out.isatty()
     shown = 0
@@ -136,3 +129,22 @@ def run_top(client, interval=1.0, iterations=None, out=None):
                 out.write(last + "\n")  # leave the final frame on the normal screen
             out.flush()
     return 0
+
+
+def cmd_top(args):
+    if args.interval <= 0:
+        return die("--interval must be positive", EXIT_USAGE)
+    return run_top(client_for(args), interval=args.interval, iterations=args.iterations)
+
+
+def register(subs):
+    s = sub(subs, "top", "live table of packet and byte rates per port and NF",
+            "sluice top                        # refresh every second until Ctrl-C\n"
+            "sluice top --interval 0.5 --iterations 3   # three frames, then exit (works without a tty)",
+            description="Poll `stats` and show per-second rates computed from counter deltas. On a terminal the "
+                        "screen is redrawn in place; otherwise frames are printed one after another.")
+    add_common(s)
+    s.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between frames (default 1)")
+    s.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="stop after N frames (default: run until interrupted)")
+    s.set_defaults(func=cmd_top)

@@ -1,0 +1,17 @@
+"""The `sluice` commands, grouped by what they act on. Each module has register(subs), which adds its
+commands to the top-level parser's subparsers (sluice/cli.py calls them in the order of `sluice --help`),
+and the cmd_* functions the parsed arguments dispatch to:
+
+    daemon    up, down, status      sluiced and the supervisor started by `sluice up`
+    stats     stats                 counters and drop reasons
+    top       top                   live rates
+    chains    chain, port chain     service chains and ports' ingress chains
+    steering  rule, flows, service  steering rules, the flow table, replica policies
+    nf        nf scale              NF replicas at runtime (through the supervisor)
+    config    config check/json     the YAML config, offline
+    bench     bench                 the benchmark suite (bench/run.py)
+    api       api                   one raw control-API request
+
+common holds what they share: exit codes, error printing, the control client, argparse helpers.
+Formatting (tables, counts, rates) is sluice/fmt.py.
+"""

@@ -1,0 +1,110 @@
+"""`sluice up`, `down` and `status`: sluiced and the supervisor that starts and restarts its NFs."""
+
+import os
+import sys
+
+from .. import config as sconfig
+from ..client import socket_dir_default
+from ..fmt import drops_str, duration, human_bytes, human_count, table
+from .common import EXIT_OK, EXIT_USAGE, add_common, client_for, die, load_config_or_exit, print_json_raw, sub
+
+
+def cmd_up(args):
+    from ..supervisor import run_up
+    cfg, err = load_config_or_exit(args.config)
+    if err:
+        print(f"config error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    socket_dir = args.socket_dir or os.environ.get("SLUICE_SOCKET_DIR") or cfg["sluiced"]["socket_dir"]
+    socket_dir = os.path.abspath(socket_dir)
+    if len(socket_dir) + len("/supervisor.sock") > sconfig.SUN_PATH_MAX:
+        return die(f"socket dir {socket_dir!r} is too long for a UNIX socket path", EXIT_USAGE)
+    return run_up(cfg, socket_dir, config_path=args.config, build_dir=args.build_dir, log_level=args.log_level,
+                  detach=args.detach, ready_timeout=args.ready_timeout, attach_timeout=args.attach_timeout)
+
+
+def cmd_down(args):
+    from ..supervisor import stop_running
+    return stop_running(args.socket_dir or socket_dir_default(), timeout=args.wait)
+
+
+def cmd_status(args):
+    from ..supervisor import pid_alive, read_state
+    with client_for(args) as c:
+        st = c.status()
+        if args.json:
+            print_json_raw(c)
+            return EXIT_OK
+        nfs = c.nfs()
+    print(f"sluiced {st.get('version', '?')}  pid {st.get('pid')}  up {duration(st.get('uptime_s'))}  "
+          f"worker lcore {st.get('worker_lcore', '-')}")
+    print(f"memory: {human_bytes(st.get('region_bytes'))} region, huge pages "
+          f"{'yes' if st.get('huge_pages') else 'no'}; mbufs {st.get('mbufs')} total, "
+          f"{st.get('mbufs_free')} free, {st.get('mbufs_lent')} lent to NFs")
+    print(f"{st.get('port_count')} port(s), {st.get('chain_count')} chain(s), {st.get('nf_count')} NF(s) attached")
+    state = read_state(args.socket_dir or socket_dir_default())
+    sup = {}
+    if state:
+        sp = (state.get("supervisor") or {})
+        alive = pid_alive(sp.get("pid"), sp.get("starttime"))
+        print(f"supervisor: pid {sp.get('pid')} ({'running' if alive else 'gone'})"
+              + (f", config {state.get('config')}" if state.get("config") else ""))
+        sup = {n["name"]: n for n in state.get("nfs", [])}
+    rows = []
+    for nf in nfs:
+        s = sup.pop(nf.get("name"), {})
+        rows.append([nf.get("name"), nf.get("service"), nf.get("pid"), nf.get("wakeup"),
+                     human_count(nf.get("rx_pkts")), human_count(nf.get("tx_pkts")), nf.get("lent"),
+                     drops_str(nf.get("drops")), s.get("restarts", "-")])
+    for name, s in sup.items():  # configured but not attached right now
+        rows.append([name, s.get("service"), s.get("pid"), "-", "-", "-", "-", f"({s.get('state')})",
+                     s.get("restarts", "-")])
+    if rows:
+        print()
+        print(table(["NF", "SERVICE", "PID", "WAKEUP", "RX", "TX", "LENT", "DROPS", "RESTARTS"], rows))
+    return EXIT_OK
+
+
+def register(subs):
+    s = sub(subs, "up", "start sluiced and the configured NFs, and supervise them",
+            "sluice up sluice.yaml -d --build-dir build\n"
+            "sluice up sluice.yaml            # foreground; Ctrl-C stops everything",
+            description="Validate CONFIG, write its JSON form to <socket-dir>/config.json, start sluiced, wait "
+                        "until it answers on its control socket, launch every NF instance (service 'fwd' with "
+                        "instances: 2 gives fwd.0 and fwd.1; output in <socket-dir>/logs/<name>.log) and wait "
+                        "until they have attached. Then supervise: restart NFs per their restart policy with "
+                        "exponential backoff (0.1 s doubling to 5 s; reset after 10 s up). SIGINT/SIGTERM or "
+                        "`sluice down` stop the NFs (SIGTERM, SIGKILL after 3 s) and then sluiced.\n\n"
+                        "sluiced is found via --build-dir, $SLUICE_BUILD_DIR, PATH, then the repo's build/. "
+                        "Exit status: 0 ok, 1 startup failure, 2 bad config.")
+    s.add_argument("config", metavar="CONFIG.yaml", help="the Sluice YAML config")
+    s.add_argument("-d", "--detach", action="store_true",
+                   help="run in the background (log: <socket-dir>/logs/supervisor.log); return once everything "
+                        "is up")
+    s.add_argument("--build-dir", metavar="DIR", help="meson build directory holding sluiced and the built-in NFs")
+    s.add_argument("--socket-dir", metavar="DIR", default=None,
+                   help="where sockets, state and logs go (default: $SLUICE_SOCKET_DIR, then the config's "
+                        "sluiced.socket_dir, then /run/sluice)")
+    s.add_argument("--log-level", type=int, metavar="N", help="passed to sluiced --log-level")
+    s.add_argument("--ready-timeout", type=float, default=20.0, metavar="S",
+                   help="seconds to wait for sluiced to answer (default 20)")
+    s.add_argument("--attach-timeout", type=float, default=15.0, metavar="S",
+                   help="seconds to wait for all NFs to attach (default 15)")
+    s.set_defaults(func=cmd_up)
+
+    s = sub(subs, "down", "stop the NFs and sluiced started by `sluice up`",
+            "sluice down\nsluice down --socket-dir /tmp/sl",
+            description="Ask the supervisor recorded in <socket-dir>/state.json to stop (it stops the NFs, then "
+                        "sluiced, and removes the sockets); if it is gone, stop the recorded processes directly; "
+                        "with no state file, send `shutdown` to a sluiced answering on the control socket. "
+                        "Succeeds (exit 0) when nothing is running.")
+    s.add_argument("--socket-dir", metavar="DIR", default=None,
+                   help="sluiced socket directory (default: $SLUICE_SOCKET_DIR or /run/sluice)")
+    s.add_argument("--wait", type=float, default=20.0, metavar="S",
+                   help="seconds to wait for the supervisor to finish (default 20)")
+    s.set_defaults(func=cmd_down)
+
+    s = sub(subs, "status", "show sluiced's status and the attached NFs",
+            "sluice status\nsluice status --json     # the `status` response of the control API")
+    add_common(s, json_flag=True)
+    s.set_defaults(func=cmd_status)

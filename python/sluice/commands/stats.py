@@ -1,0 +1,74 @@
+"""`sluice stats`: counters and drop reasons per port, NF, service and chain."""
+
+from ..fmt import drops_str, human_bytes, table
+from .common import EXIT_OK, add_common, client_for, print_json_raw, sub
+
+
+def format_stats(st):
+    out = []
+    ports = st.get("ports", [])
+    out.append("PORTS")
+    out.append(table(["NAME", "VDEV", "CHAIN", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES", "DROPS",
+                      "DEV MISSED"],
+                     [[p.get("name"), p.get("vdev"), p.get("chain") or "-", p.get("rx_pkts"),
+                       human_bytes(p.get("rx_bytes")), p.get("tx_pkts"), human_bytes(p.get("tx_bytes")),
+                       drops_str(p.get("drops")), (p.get("device") or {}).get("imissed", "-")]
+                      for p in ports]))
+    out.append("")
+    out.append("NFS")
+    nfs = st.get("nfs", [])
+    if nfs:
+        out.append(table(["NAME", "SERVICE", "PID", "WAKEUP", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES",
+                          "LENT", "KICKS", "DROPS"],
+                         [[n.get("name"), n.get("service"), n.get("pid"), n.get("wakeup"), n.get("rx_pkts"),
+                           human_bytes(n.get("rx_bytes")), n.get("tx_pkts"), human_bytes(n.get("tx_bytes")),
+                           n.get("lent"), n.get("kicks"), drops_str(n.get("drops"))] for n in nfs]))
+    else:
+        out.append("(no NF attached)")
+    counted = [n for n in nfs if n.get("counters")]
+    if counted:
+        out.append("")
+        out.append("NF COUNTERS (the NFs' own, sl_nf_counter)")
+        for n in counted:
+            out.append(f"{n.get('name')}: " + "  ".join(f"{k}={v}" for k, v in n["counters"].items()))
+    svcs = st.get("services", [])
+    if svcs:
+        out.append("")
+        out.append("SERVICES")
+        out.append(table(["NAME", "INSTANCES", "DROPS"],
+                         [[s.get("name"), ",".join(s.get("instances") or []) or "(none)",
+                           drops_str(s.get("drops"))] for s in svcs]))
+    chains = st.get("chains", [])
+    if chains:
+        out.append("")
+        out.append("CHAINS")
+        out.append(table(["NAME", "NFS", "EXIT"],
+                         [[c.get("name"), " -> ".join(c.get("nfs") or []), c.get("exit") or "(drop)"]
+                          for c in chains]))
+    out.append("")
+    drops = st.get("drops") or {}
+    out.append("DROPS  " + (("  ".join(f"{k}={v}" for k, v in drops.items())) if drops else "none"))
+    pool = st.get("pool") or {}
+    if pool:
+        out.append(f"POOL   mbufs={pool.get('mbufs')}  free={pool.get('free')}  lent={pool.get('lent')}")
+    oset = st.get("out_set") or {}
+    if oset.get("packets"):
+        out.append(f"PORT SETS  packets={oset.get('packets')}  frames={oset.get('frames')}  copies={oset.get('copies')}")
+    return "\n".join(out)
+
+
+def cmd_stats(args):
+    with client_for(args) as c:
+        st = c.stats()
+        if args.json:
+            print_json_raw(c)
+            return EXIT_OK
+    print(format_stats(st))
+    return EXIT_OK
+
+
+def register(subs):
+    s = sub(subs, "stats", "show counters and drop reasons per port, NF, service and chain",
+            "sluice stats\nsluice stats --json | python3 -m json.tool")
+    add_common(s, json_flag=True)
+    s.set_defaults(func=cmd_stats)
