@@ -585,6 +585,7 @@ class Supervisor:
         if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or drain_timeout <= 0:
             raise SupervisorError(f"scale: field 'drain_timeout': must be a positive number of seconds "
                                   f"(got {drain_timeout!r})")
+        self.supervise_nfs()  # learn of replicas that exited since the last tick before counting
         mine = [s for s in self.slots if s.service == service and s.state != "draining"]
         started, draining, since = [], [], self.removal_seq
         if instances > len(mine):
@@ -603,11 +604,23 @@ class Supervisor:
                 self.start_slot(slot)
                 started.append(slot.name)
         elif instances < len(mine):
-            # Dead replicas go first (nothing to drain), then the highest-numbered running ones.
+            # Replicas that carry no traffic go first (nothing to drain): dead ones, and running ones
+            # sluiced does not list -- not attached yet, or dying: a killed NF's socket closes (and
+            # sluiced drops it) before its process can be reaped, so poll() may still say running.
+            # Then the highest-numbered of the rest.
+            try:
+                with Client(self.ctl, timeout=2.0) as c:
+                    attached = {n.get("name") for n in c.nfs()}
+            except SluiceError:
+                attached = None  # cannot tell: go by the processes alone
+
+            def carries_traffic(s):
+                return s.state == "running" and (attached is None or s.name in attached)
+
             def index(s):
                 idx = s.name.rsplit(".", 1)[-1]
                 return int(idx) if idx.isdigit() else -1
-            ranked = sorted(mine, key=lambda s: (s.state == "running", -index(s)))
+            ranked = sorted(mine, key=lambda s: (carries_traffic(s), -index(s)))
             victims = ranked[:len(mine) - instances]
             for slot in victims:
                 draining.append(slot.name)

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from harness import REPO, net  # noqa: F401
+from conftest import _sluice_env
 from test_cli import _api, _port, _service, _wait, real_build, up  # noqa: F401
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -263,3 +264,40 @@ def test_a_removed_replica_is_not_restarted_and_dead_ones_go_first(up, run_sluic
     assert sorted(n["name"] for n in _api(socket_dir, "nfs")["nfs"]) == ["fwd.1", "fwd.2"]
     st = json.loads((socket_dir / "state.json").read_text())
     assert sorted(n["name"] for n in st["nfs"]) == ["fwd.1", "fwd.2"]
+
+
+def test_scale_down_right_after_a_death_drains_the_dead_replica(up, run_sluice, socket_dir):
+    # The race a loaded machine found: the scale request reaches the supervisor after sluiced has
+    # dropped the killed fwd.0 but before the supervisor's loop has reaped it. Holding the
+    # supervisor (SIGSTOP) across the kill and the request makes that order certain.
+    import os
+    import signal
+    import subprocess
+    r = up(RULES_CFG.replace("wakeup: block}", "wakeup: block, instances: 3, restart: never}"))
+    assert r.returncode == 0, r.stderr
+    pids = {n["name"]: n["pid"] for n in _api(socket_dir, "nfs")["nfs"]}
+    sup = json.loads((socket_dir / "state.json").read_text())["supervisor"]["pid"]
+    os.kill(sup, signal.SIGSTOP)
+    try:
+        os.kill(pids["fwd.0"], signal.SIGKILL)
+        assert _wait(lambda: "fwd.0" not in {n["name"] for n in _api(socket_dir, "nfs")["nfs"]}, 10)
+        scale = subprocess.Popen([sys.executable, "-m", "sluice", "nf", "scale", "fwd", "2",
+                                  "--socket-dir", str(socket_dir)], env=_sluice_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def pending_connections():  # the stopped supervisor's listening socket: Recv-Q = backlog
+            path = str(socket_dir / "supervisor.sock")
+            for line in subprocess.run(["ss", "-xlH"], capture_output=True, text=True).stdout.splitlines():
+                f = line.split()
+                if path in f:
+                    return int(f[2])
+            return 0
+        assert _wait(lambda: pending_connections() > 0 or scale.poll() is not None, 30), "scale never connected"
+    finally:
+        os.kill(sup, signal.SIGCONT)
+    out, err = scale.communicate(timeout=60)
+    assert scale.returncode == 0, err
+    assert "draining fwd.0" in out, out
+    assert _wait(lambda: sorted(n["name"] for n in _api(socket_dir, "nfs")["nfs"]) == ["fwd.1", "fwd.2"], 10)
+    assert _wait(lambda: sorted(n["name"] for n in json.loads((socket_dir / "state.json").read_text())["nfs"])
+                 == ["fwd.1", "fwd.2"], 10)
