@@ -1,7 +1,9 @@
 """The tree shows the design (docs/architecture.md "Where things are"): these checks keep it so.
 
 - sluiced's modules call each other in one direction only: no file calls a function of a file that
-  (directly or through others) calls back into it.
+  (directly or through others) calls back into it, and nothing calls into main.c.
+- each NF is one folder nfs/<name>/ with its main.c and one line in nfs/meson.build.
+(Python import circles: test_layout_python.py.)
 """
 import re
 from pathlib import Path
@@ -92,3 +94,16 @@ def test_main_only_starts_runs_and_stops():
     graph = c_call_graph(MANAGER)
     callers = sorted(f for f, callees in graph.items() if "main.c" in callees)
     assert callers == [], f"{callers} call functions defined in src/manager/main.c"
+
+
+def test_each_nf_is_one_folder_with_one_meson_line():
+    # adding an NF = one folder nfs/<name>/ with main.c + one line in nfs/meson.build
+    nfs = ROOT / "nfs"
+    listed = re.findall(r"^nf_programs \+= \{'([\w-]+)':", (nfs / "meson.build").read_text(), re.M)
+    assert len(listed) == len(set(listed)), listed
+    folders = sorted(p.name for p in nfs.iterdir() if p.is_dir() and p.name != "common")
+    assert sorted(listed) == folders, "nfs/meson.build's nf_programs and the nfs/<name>/ folders differ"
+    for name in folders:
+        assert (nfs / name / "main.c").is_file(), f"nfs/{name}/ has no main.c"
+    loose = sorted(p.name for p in nfs.iterdir() if p.is_file() and p.name != "meson.build")
+    assert loose == [], f"files directly in nfs/ (an NF's go in nfs/<name>/, shared ones in nfs/common/): {loose}"
