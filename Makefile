@@ -34,7 +34,7 @@ help:
 	@echo "make build-asan  ASan+UBSan debug build into $(BUILD_ASAN)/"
 	@echo "make hugepages   reserve $(HUGEPAGES) x 2 MiB huge pages if possible"
 	@echo "make test        everything above, then C unit tests (both builds) and pytest"
-	@echo "make demo        two network namespaces joined through sluiced + NFs (ping, iperf3)"
+	@echo "make demo        two network namespaces joined through sluiced: firewall, NAT, monitor (~15 s)"
 	@echo "make bench       every benchmark scenario, Sluice and its peers (~1 h); BENCHMARKS.md"
 	@echo "make clean       remove build dirs and the venv"
 
