@@ -11,13 +11,12 @@
 import json
 import os
 import re
-import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from sluice import config as sconfig
+from test_cli import _alive, _api, _wait, up  # noqa: F401  (up uses this file's real_build)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,75 +170,6 @@ def real_build(build_dir):
     if missing:
         pytest.fail(f"not built: {', '.join(missing)} (run `make build` or set SLUICE_BUILD_DIR)")
     return build_dir
-
-
-def _api(socket_dir, cmd):
-    from sluice.client import Client
-    with Client(str(socket_dir / "ctl.sock"), timeout=5.0) as c:
-        return c.call(cmd)
-
-
-def _wait(pred, timeout=10.0, step=0.1):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _procs_of(socket_dir):
-    """Processes started for socket_dir: supervisor and sluiced (the dir on their command line) and
-    NFs (SLUICE_NF_SOCKET=<dir>/nf.sock in their environment)."""
-    sd = str(socket_dir).encode()
-    nf_env = b"SLUICE_NF_SOCKET=" + sd + b"/nf.sock"
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if (sd in cmd or nf_env in env) and _alive(int(d)):
-            found.append(int(d))
-    return found
-
-
-@pytest.fixture
-def up(run_sluice, tmp_path, socket_dir, real_build):
-    """up(text) runs `sluice up -d` on the real build; afterwards `sluice down`, and whatever still runs
-    for socket_dir is killed (and fails the test)."""
-    started = []
-
-    def start(text):
-        f = tmp_path / "sluice.yaml"
-        f.write_text(text)
-        started.append(True)
-        return run_sluice("up", f, "-d", "--build-dir", real_build, "--socket-dir", socket_dir,
-                          "--ready-timeout", 20, "--attach-timeout", 15)
-    yield start
-    if started:
-        run_sluice("down", "--socket-dir", socket_dir)
-    left = _procs_of(socket_dir)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    _wait(lambda: not any(_alive(p) for p in left), 5)
-    assert not left, f"processes left running for {socket_dir} after `sluice down`: {left}"
 
 
 def test_up_starts_firewall_by_name(up, run_sluice, socket_dir, tmp_path, real_build):
