@@ -20,7 +20,7 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
-            nftables conntrack bind9-dnsutils dnsmasq nginx-light curl
+            nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev
 
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk

@@ -36,6 +36,16 @@ extern "C" {
 
 struct sl_nf; /* opaque */
 
+/* sandbox modes (SLUICE_NF_SANDBOX; docs/abi.md "Sandbox") */
+enum sl_sandbox {
+	SL_SANDBOX_NONE = 0,   /* no system call filter */
+	SL_SANDBOX_STRICT = 1, /* sl_nf_run installs the seccomp filter before its loop */
+};
+
+/* Exit status of an NF that made a system call the strict sandbox refuses (128 + SIGSYS): the SDK's
+ * SIGSYS handler writes "sluice-nf: sandbox: system call NAME (NR) is not allowed ..." and exits. */
+#define SL_SANDBOX_EXIT 159
+
 struct sl_nf_config {
 	char socket_path[108];      /* sluiced NF socket (SLUICE_NF_SOCKET) */
 	char name[SL_NAME_MAX];     /* unique instance name (SLUICE_NF_NAME) */
@@ -45,6 +55,11 @@ struct sl_nf_config {
 	uint32_t timeout_us;        /* block: aging deadline (SLUICE_NF_TIMEOUT_US), default 100 */
 	uint32_t spin_us;           /* adaptive: spin this long before blocking (SLUICE_NF_SPIN_US), default 200 */
 	uint32_t attach_timeout_ms; /* give up attaching after this long, default 5000 */
+	int sock_fd;                /* >= 0: attach over this already connected socket instead of
+	                             * connecting to socket_path (SLUICE_NF_FD; the supervisor's hand-off
+	                             * to a sandboxed NF); sl_nf_attach owns it from then on, failing or
+	                             * not. Default -1 */
+	enum sl_sandbox sandbox;    /* SLUICE_NF_SANDBOX: none | strict, default none */
 };
 
 /* A packet as the handler sees it. Only the accessors below should touch it. */
@@ -56,21 +71,24 @@ struct sl_pkt {
 
 typedef void (*sl_handler_fn)(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg);
 
-/* Fill cfg with defaults (socket /run/sluice/nf.sock, wakeup poll). Never fails. */
+/* Fill cfg with defaults (socket /run/sluice/nf.sock, no sock_fd, wakeup poll, no sandbox). Never fails. */
 void sl_nf_config_default(struct sl_nf_config *cfg);
 
-/* Override cfg from SLUICE_* environment variables. Returns 0 or -SL_ERR_FIELD
- * (an unparsable value; the variable is named on stderr). */
+/* Override cfg from SLUICE_* environment variables (SLUICE_NF_SOCKET, _NAME, _SERVICE, _WAKEUP,
+ * _BATCH, _TIMEOUT_US, _SPIN_US, _FD, _SANDBOX). Returns 0 or -SL_ERR_FIELD (an unparsable value;
+ * the variable is named on stderr). */
 int sl_nf_config_from_env(struct sl_nf_config *cfg);
 
-/* Connect and complete the attach handshake. Returns 0 and sets *out, or a
+/* Connect (or take cfg.sock_fd) and complete the attach handshake. Returns 0 and sets *out, or a
  * negative enum sl_err (-SL_ERR_IO when sluiced is unreachable; the manager's
  * DISCONNECT code when it refuses the NF). */
 int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out);
 
 /* Run the receive loop, calling handler per batch, until sl_nf_stop(),
  * SIGINT/SIGTERM, or manager disconnect. Returns 0 on a requested stop or
- * signal, -SL_ERR_IO / -code when the manager went away or disconnected us. */
+ * signal, -SL_ERR_IO / -code when the manager went away or disconnected us.
+ * With cfg.sandbox SL_SANDBOX_STRICT the first call installs the seccomp filter (every thread of
+ * the process, for good) before the loop starts; -SL_ERR_PERM (reason on stderr) if it cannot. */
 int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg);
 
 /* Ask sl_nf_run to return after the current batch (async-signal-safe). */

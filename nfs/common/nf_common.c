@@ -2,12 +2,16 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nf_common.h"
 
+static int sandbox_strict;      /* cfg.sandbox is strict: no file can be opened once the loop runs */
+static char hup_refused[256];   /* what SIGHUP says then (written from the signal handler) */
+
 enum {
 	OPT_NAME = 0x100, OPT_SERVICE, OPT_SOCKET, OPT_WAKEUP, OPT_BATCH,
-	OPT_TIMEOUT_US, OPT_SPIN_US, OPT_HELP,
+	OPT_TIMEOUT_US, OPT_SPIN_US, OPT_SANDBOX, OPT_HELP,
 };
 
 static const struct option common_opts[] = {
@@ -18,6 +22,7 @@ static const struct option common_opts[] = {
 	{ "batch", required_argument, NULL, OPT_BATCH },
 	{ "timeout-us", required_argument, NULL, OPT_TIMEOUT_US },
 	{ "spin-us", required_argument, NULL, OPT_SPIN_US },
+	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 	{ "help", no_argument, NULL, OPT_HELP },
 };
 #define N_COMMON (sizeof(common_opts) / sizeof(common_opts[0]))
@@ -35,6 +40,8 @@ static void usage(const struct nf_app *app, FILE *f)
 		"  --batch N          block mode: kick threshold (SLUICE_NF_BATCH, default 32)\n"
 		"  --timeout-us N     block mode: aging deadline (SLUICE_NF_TIMEOUT_US, default 100)\n"
 		"  --spin-us N        adaptive mode: spin before blocking (SLUICE_NF_SPIN_US, default 200)\n"
+		"  --sandbox MODE     none | strict: a system call filter from the run loop on, docs/abi.md\n"
+		"                     (SLUICE_NF_SANDBOX, default none)\n"
 		"%s"
 		"  --help             this text\n",
 		app->prog, app->about, app->role, app->role, app->opts_help ? app->opts_help : "");
@@ -110,6 +117,14 @@ static int common_opt(const struct nf_app *app, struct sl_nf_config *cfg, int op
 		if (parse_u32(arg, 0, 10000000, &cfg->spin_us) < 0)
 			return bad(app, "spin-us", arg, "expected 0..10000000");
 		return 0;
+	case OPT_SANDBOX:
+		if (strcmp(arg, "none") == 0)
+			cfg->sandbox = SL_SANDBOX_NONE;
+		else if (strcmp(arg, "strict") == 0)
+			cfg->sandbox = SL_SANDBOX_STRICT;
+		else
+			return bad(app, "sandbox", arg, "expected strict or none");
+		return 0;
 	default:
 		return -1;
 	}
@@ -150,6 +165,11 @@ int nf_app_main(int argc, char **argv, const struct nf_app *app)
 		fprintf(stderr, "%s: unexpected argument '%s'\n", app->prog, argv[optind]);
 		return 2;
 	}
+	/* under sandbox strict no file can be opened once the loop runs: reloads and dumps say so */
+	sandbox_strict = cfg.sandbox == SL_SANDBOX_STRICT;
+	snprintf(hup_refused, sizeof(hup_refused),
+		 "%s: SIGHUP: reload is not available under sandbox: strict (the NF cannot open files); "
+		 "restart it to load a changed file\n", app->prog);
 	/* A stray reload or dump signal must not kill an NF that has no use for it (SIGHUP sent to
 	 * every NF of a chain, say); NFs that do use them install handlers in start(). */
 	signal(SIGHUP, SIG_IGN);
@@ -161,8 +181,12 @@ int nf_app_main(int argc, char **argv, const struct nf_app *app)
 	int rc = sl_nf_attach(&cfg, &nf);
 	if (rc < 0) {
 		int e = errno;
-		fprintf(stderr, "%s: cannot attach to sluiced at %s as '%s': %s", app->prog,
-			cfg.socket_path, cfg.name, sl_strerror(-rc));
+		if (cfg.sock_fd >= 0)
+			fprintf(stderr, "%s: cannot attach to sluiced over fd %d (SLUICE_NF_FD) as '%s': %s",
+				app->prog, cfg.sock_fd, cfg.name, sl_strerror(-rc));
+		else
+			fprintf(stderr, "%s: cannot attach to sluiced at %s as '%s': %s", app->prog,
+				cfg.socket_path, cfg.name, sl_strerror(-rc));
 		if (rc == -SL_ERR_IO && e != 0)
 			fprintf(stderr, " (%s)", strerror(e));
 		fputc('\n', stderr);
@@ -240,9 +264,19 @@ void nf_catch_usr1(void)
 	catch(SIGUSR1, on_usr1);
 }
 
+/* Under sandbox strict a reload cannot open its file: say so instead of dying in the filter. */
+static void on_hup_refused(int signo)
+{
+	(void)signo;
+	int e = errno;
+	ssize_t n = write(STDERR_FILENO, hup_refused, strlen(hup_refused));
+	(void)n;
+	errno = e;
+}
+
 void nf_catch_hup(void)
 {
-	catch(SIGHUP, on_hup);
+	catch(SIGHUP, sandbox_strict ? on_hup_refused : on_hup);
 }
 
 uint64_t *nf_counter(struct sl_nf *nf, const char *name, uint64_t *fallback)
@@ -254,6 +288,10 @@ uint64_t *nf_counter(struct sl_nf *nf, const char *name, uint64_t *fallback)
 int nf_write_file(const char *prog, const char *path, int (*fill)(FILE *f, void *ctx), void *ctx)
 {
 	char tmp[4096];
+	if (sandbox_strict) {
+		fprintf(stderr, "%s: not writing %s: the NF cannot open files under sandbox: strict\n", prog, path);
+		return -1;
+	}
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
 		fprintf(stderr, "%s: path too long: %s\n", prog, path);
 		return -1;

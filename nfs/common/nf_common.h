@@ -48,7 +48,8 @@ int nf_parse_u64(const char *prog, const char *flag, const char *s, uint64_t lo,
 extern volatile sig_atomic_t nf_usr1_pending;
 void nf_catch_usr1(void);
 
-/* The same for SIGHUP (configuration reload): nf_hup_pending is set to 1. */
+/* The same for SIGHUP (configuration reload): nf_hup_pending is set to 1. Under sandbox strict a
+ * reload could not open its file: SIGHUP then only logs that reload is not available. */
 extern volatile sig_atomic_t nf_hup_pending;
 void nf_catch_hup(void);
 
@@ -58,7 +59,7 @@ uint64_t *nf_counter(struct sl_nf *nf, const char *name, uint64_t *fallback);
 
 /* Write `path` through `path`.tmp and rename(), so a reader (a test polling
  * for the file) never sees half a dump. fill() returns 0 or -1. Returns 0,
- * or -1 after a message on stderr. */
+ * or -1 after a message on stderr (also, at once, under sandbox strict). */
 int nf_write_file(const char *prog, const char *path, int (*fill)(FILE *f, void *ctx), void *ctx);
 
 #endif /* SLUICE_NFS_COMMON_H */

@@ -39,26 +39,15 @@ static int attached(struct sl_nf *nf, void *ctx)
 	return 0;
 }
 
-static void dump(const struct count_ctx *c)
+static int fill_json(FILE *f, void *ctx)
 {
-	char tmp[4096];
-	if (c->dump == NULL)
-		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", c->dump);
-	FILE *f = fopen(tmp, "w");
-	if (f == NULL) {
-		fprintf(stderr, "sluice-nf-count: cannot write %s: %s\n", tmp, strerror(errno));
-		return;
-	}
-	int bad = ft_dump_json(&c->ft, f);
-	if (fclose(f) != 0 || bad) {
-		fprintf(stderr, "sluice-nf-count: error writing %s\n", tmp);
-		remove(tmp);
-		return;
-	}
-	if (rename(tmp, c->dump) != 0)
-		fprintf(stderr, "sluice-nf-count: cannot rename %s to %s: %s\n", tmp, c->dump,
-			strerror(errno));
+	return ft_dump_json(&((const struct count_ctx *)ctx)->ft, f);
+}
+
+static void dump(struct count_ctx *c)
+{
+	if (c->dump != NULL)
+		nf_write_file("sluice-nf-count", c->dump, fill_json, c);
 }
 
 static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)

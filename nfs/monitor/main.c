@@ -370,9 +370,11 @@ static int attached(struct sl_nf *nf, void *ctx)
 		}
 	}
 	/* the helper takes no process signal but SIGUSR1 (through sigtimedwait): SIGINT/SIGTERM must
-	 * reach the packet thread */
+	 * reach the packet thread. SIGSYS stays open: under sandbox strict the SDK's handler names a
+	 * refused system call (a thread blocking it is killed by the kernel without a word) */
 	sigset_t all, old;
 	sigfillset(&all);
+	sigdelset(&all, SIGSYS);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int rc = pthread_create(&m->helper, NULL, helper, m);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

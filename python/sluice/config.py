@@ -20,7 +20,7 @@ from .errors import ConfigError
 
 __all__ = [
     "ConfigError", "load_file", "load_string", "validate", "normalize",
-    "to_sluiced_json", "instance_names", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR",
+    "to_sluiced_json", "instance_names", "default_sandbox", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR",
 ]
 
 DEFAULT_SOCKET_DIR = "/run/sluice"
@@ -37,6 +37,7 @@ VDEV_RE = re.compile(r"net_[A-Za-z0-9_]+(,.*)?\Z")
 
 WAKEUP_MODES = ("poll", "block", "adaptive")
 RESTART_POLICIES = ("always", "on-failure", "never")
+SANDBOX_MODES = ("strict", "none")   # docs/abi.md "Sandbox"; python/sluice/sandbox.py
 HUGE_PAGES = ("auto", "on", "off")
 
 
@@ -319,8 +320,21 @@ def _chain(v, path):
     return out
 
 
+def default_sandbox(nf):
+    """The sandbox of an NF entry that names none. The one place that decides it: `none` for every
+    NF today (untrusted NFs in their own trust domain will default to `strict`)."""
+    return "none"
+
+
+def _sandbox(v, path):
+    if isinstance(v, str) and v in SANDBOX_MODES:
+        return v
+    got = repr(v) if isinstance(v, str) else f"{_type_name(v)} {v!r}"
+    raise ConfigError(path, f"must be strict or none (got {got})")
+
+
 def _nf(v, path, base_dir, check_programs):
-    _mapping(v, path, ["name", "program", "policy", "cpu_weight"] + list(NF_DEFAULTS))
+    _mapping(v, path, ["name", "program", "policy", "cpu_weight", "sandbox"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
@@ -352,6 +366,9 @@ def _nf(v, path, base_dir, check_programs):
         out["cpu_weight"] = _int(v["cpu_weight"], f"{path}.cpu_weight", 1, 10000)
     # how sluiced picks one of the instances (docs/steering.md "Services and replicas")
     out["policy"] = _choice(v.get("policy", "flow"), f"{path}.policy", steering.POLICIES)
+    # strict: own uid, empty network namespace, seccomp filter from the run loop on (docs/abi.md)
+    out["sandbox"] = _sandbox(v["sandbox"], f"{path}.sandbox") if v.get("sandbox") is not None \
+        else default_sandbox(out)
     return out
 
 

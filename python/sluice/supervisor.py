@@ -5,7 +5,7 @@ down` calls stop_running(). State for `down` lives in <socket_dir>/state.json:
 
     {"supervisor": {"pid", "starttime"}, "sluiced": {"pid", "starttime", "binary"},
      "socket_dir", "config", "started_at", "updated_at",
-     "nfs": [{"name", "service", "pid", "starttime", "state", "restarts", "log"}]}
+     "nfs": [{"name", "service", "sandbox", "uid", "pid", "starttime", "state", "restarts", "log"}]}
 
 While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/supervisor.sock
 (the same framing as sluiced's control socket), for `sluice nf scale`:
@@ -37,6 +37,7 @@ import time
 from .cgroups import CgroupError, CpuWeights
 
 from . import config as sconfig
+from . import sandbox
 from .client import Client, SluiceError
 
 BACKOFF_MIN = 0.1        # first restart delay (s)
@@ -220,11 +221,15 @@ def nf_program(nf, builtins):
 class NfSlot:
     """One NF instance the supervisor keeps running."""
 
-    def __init__(self, name, nf, argv, env, log_path):
+    def __init__(self, name, nf, argv, env, log_path, uid=None, nf_sock=None):
         self.name = name
         self.service = nf["name"]
         self.cpu_weight = nf.get("cpu_weight")
         self.policy = nf["restart"]
+        self.sandbox = nf.get("sandbox", sconfig.default_sandbox(nf))
+        self.start_error = None  # why the last start failed before the program ran (exec)
+        self.uid = uid           # strict: the NF's own uid (and gid); None: runs as we do
+        self.nf_sock = nf_sock   # strict: the supervisor connects it for the NF
         self.argv = argv
         self.env = env
         self.log_path = log_path
@@ -241,22 +246,45 @@ class NfSlot:
 
     def start(self):
         with open(self.log_path, "ab") as lf:
-            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name}: "
+            how = f" (sandbox strict, uid {self.uid})" if self.sandbox == "strict" else ""
+            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name}{how}: "
                      f"{' '.join(self.argv)}\n".encode())
             lf.flush()
             # Its own process group (a terminal's Ctrl-C is the supervisor's to handle), but not
             # its own session: with sched_autogroup every session is a scheduling group, and
             # thousands of one-task groups made the scheduler several times slower per wake-up.
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=lf,
-                                         stderr=subprocess.STDOUT, process_group=0,
-                                         preexec_fn=_child_setup, close_fds=True)
+            if self.sandbox == "strict":
+                self._start_strict(lf)
+            else:
+                self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=lf,
+                                             stderr=subprocess.STDOUT, process_group=0,
+                                             preexec_fn=_child_setup, close_fds=True)
         self.starttime = proc_starttime(self.proc.pid)
         self.started_at = time.monotonic()
         self.next_start = None
         self.state = "running"
 
+    def _start_strict(self, lf):
+        """sandbox: strict (python/sluice/sandbox.py): the child connects nf.sock onto a placeholder fd
+        we keep open and pass, then drops into the sandbox; the NF attaches over that fd."""
+        placeholder = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            env = dict(self.env, SLUICE_NF_FD=str(placeholder), SLUICE_NF_SANDBOX="strict")
+            self.proc = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL, stdout=lf,
+                                         stderr=subprocess.STDOUT, process_group=0, pass_fds=(placeholder,),
+                                         preexec_fn=sandbox.child_setup(self.nf_sock, placeholder, self.uid),
+                                         close_fds=True)
+        finally:
+            os.close(placeholder)
+
+    def describe(self, rc):
+        """describe_status(rc), and what it means for a sandboxed NF."""
+        if rc is None and self.start_error:
+            return f"could not be started ({self.start_error})"
+        return describe_status(rc) + (sandbox.death_note(rc) if self.sandbox == "strict" else "")
+
     def to_state(self):
-        return {"name": self.name, "service": self.service,
+        return {"name": self.name, "service": self.service, "sandbox": self.sandbox, "uid": self.uid,
                 "pid": self.proc.pid if self.proc and self.proc.returncode is None else None,
                 "starttime": self.starttime if self.proc and self.proc.returncode is None else None,
                 "state": self.state, "restarts": self.restarts, "last_status": self.last_rc,
@@ -292,6 +320,7 @@ class Supervisor:
         self.stop_signal = None
         self.started_wall = time.time()
         self.cpu_weights = None  # CpuWeights once an NF has a cpu_weight
+        self.uids = sandbox.UidPool()  # the strict NFs' own uids
 
     # -- checks before anything starts
     def check_not_running(self):
@@ -399,8 +428,17 @@ class Supervisor:
             "SLUICE_NF_TIMEOUT_US": str(nf["timeout_us"]),
             "SLUICE_NF_SPIN_US": str(nf["spin_us"]),
         })
+        for var in ("SLUICE_NF_FD", "SLUICE_NF_SANDBOX"):  # only a strict slot's start() sets them
+            env.pop(var, None)
         argv = [nf_program(nf, self.builtins)] + list(nf["args"])
-        return NfSlot(name, nf, argv, env, os.path.join(self.log_dir, f"{name}.log"))
+        uid = None
+        if nf.get("sandbox", sconfig.default_sandbox(nf)) == "strict":
+            try:
+                uid = self.uids.take(name)
+            except OSError as e:
+                raise SupervisorError(f"NF {name}: sandbox: {e}") from None
+        return NfSlot(name, nf, argv, env, os.path.join(self.log_dir, f"{name}.log"),
+                      uid=uid, nf_sock=self.nf_sock if uid is not None else None)
 
     def make_slots(self):
         for name, nf in sconfig.instance_names(self.cfg):
@@ -413,10 +451,17 @@ class Supervisor:
             slot.proc = None
             slot.state = "exited"
             slot.last_rc = None
-            log(f"cannot start NF {slot.name} ({slot.argv[0]}): {e.strerror or e}")
+            slot.start_error = f"{slot.argv[0]}: {e.strerror or e}"
+            if slot.sandbox == "strict" and isinstance(e, PermissionError):
+                slot.start_error += (f"; under sandbox: strict uid {slot.uid} must be able to execute it "
+                                     "(and search every directory above it)")
+            log(f"cannot start NF {slot.name}: {slot.start_error}")
             self._schedule_restart(slot, failed=True, uptime=0.0)
             return
-        log(f"started NF {slot.name} (pid {slot.proc.pid}), log {slot.log_path}")
+        slot.start_error = None
+        log(f"started NF {slot.name} (pid {slot.proc.pid}"
+            + (f", sandbox strict, uid {slot.uid}" if slot.sandbox == "strict" else "")
+            + f"), log {slot.log_path}")
         if slot.cpu_weight is not None and self.cpu_weights is not None:
             try:
                 self.cpu_weights.place(slot.name, slot.proc.pid, slot.cpu_weight)
@@ -450,7 +495,7 @@ class Supervisor:
                     continue
                 uptime = now - slot.started_at
                 slot.last_rc = rc
-                log(f"NF {slot.name} (pid {slot.proc.pid}) {describe_status(rc)} after {uptime:.1f}s; "
+                log(f"NF {slot.name} (pid {slot.proc.pid}) {slot.describe(rc)} after {uptime:.1f}s; "
                     f"last output:\n" + _indent(tail(slot.log_path, 5) or "(nothing)"))
                 slot.proc = None
                 slot.starttime = None
@@ -485,7 +530,7 @@ class Supervisor:
             dead = [s for s in self.slots if s.state == "exited"]
             if dead:
                 s = dead[0]
-                raise SupervisorError(f"NF {s.name} {describe_status(s.last_rc)} during startup "
+                raise SupervisorError(f"NF {s.name} {s.describe(s.last_rc)} during startup "
                                       f"(restart: {s.policy}); last lines of {s.log_path}:\n"
                                       + _indent(tail(s.log_path, 15) or "(nothing)"))
             missing = want - self.attached_names()
@@ -682,6 +727,7 @@ class Supervisor:
         slot.state = "stopped"
         if self.cpu_weights is not None:
             self.cpu_weights.release(slot.name)
+        self.uids.release(slot.name)
         if slot in self.slots:
             self.slots.remove(slot)
         self.removal_seq += 1
@@ -697,6 +743,11 @@ class Supervisor:
     def start(self):
         """Bring everything up. Raises SupervisorError (after tearing down
         whatever started)."""
+        strict = [i for i, nf in enumerate(self.cfg.get("nfs") or [])
+                  if nf.get("sandbox", sconfig.default_sandbox(nf)) == "strict"]
+        why = sandbox.check_privileges() if strict else None
+        if why:
+            raise SupervisorError(f"nfs[{strict[0]}].sandbox: strict {why}")
         self.check_not_running()
         self.prepare_dir()
         self.write_state()

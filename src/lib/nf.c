@@ -8,6 +8,7 @@
  * A DISCONNECT may arrive at any point and ends the attach with -code.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -57,6 +58,7 @@ struct sl_nf {
 	void *ring_map[2];           /* indexed by enum sl_ring_dir */
 	size_t ring_map_size[2];
 	int stop;                    /* sl_nf_stop (atomic access) */
+	int sandboxed;               /* the strict sandbox's filter is installed */
 	uint32_t nf_id, service_id, port_count;
 	struct sl_nf_info *info;     /* the info page (abi.h), NULL if the manager gave none */
 	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX]; /* copied from it at attach */
@@ -396,6 +398,24 @@ rejected:
 	return err;
 }
 
+/* An inherited attach socket (cfg.sock_fd): close-on-exec from now on, and it must be a UNIX stream
+ * socket. Returns 0, or -1 with errno set. */
+static int take_sock_fd(int fd)
+{
+	int type = 0, domain = 0;
+	socklen_t l1 = sizeof(type), l2 = sizeof(domain);
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l1) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l2) < 0)
+		return -1;
+	if (type != SOCK_STREAM || domain != AF_UNIX) {
+		errno = EPROTOTYPE;
+		return -1;
+	}
+	return 0;
+}
+
 int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -404,21 +424,37 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 	if (out == NULL || cfg == NULL)
 		return -SL_ERR_FIELD;
 	*out = NULL;
-	if (cfg->socket_path[0] == '\0' ||
-	    strnlen(cfg->socket_path, sizeof(cfg->socket_path)) >= sizeof(sa.sun_path))
-		return -SL_ERR_FIELD;
-	memcpy(sa.sun_path, cfg->socket_path, strlen(cfg->socket_path) + 1);
+	int fd = cfg->sock_fd; /* ours from here on, whatever happens */
 	struct sl_msg init;
-	if (build_init(cfg, &init) != SL_OK)
-		return -SL_ERR_FIELD; /* bad name, service, wakeup, batch or timeout */
+	if ((fd < 0 && (cfg->socket_path[0] == '\0' ||
+			strnlen(cfg->socket_path, sizeof(cfg->socket_path)) >= sizeof(sa.sun_path))) ||
+	    (unsigned)cfg->sandbox > SL_SANDBOX_STRICT || build_init(cfg, &init) != SL_OK) {
+		if (fd >= 0)
+			close(fd);
+		return -SL_ERR_FIELD; /* bad socket path, sandbox, name, service, wakeup, batch or timeout */
+	}
+	if (fd < 0)
+		memcpy(sa.sun_path, cfg->socket_path, strlen(cfg->socket_path) + 1);
 
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)cfg->attach_timeout_ms * 1000000ull;
 	struct sl_nf *nf = nf_alloc(cfg);
-	if (nf == NULL)
+	if (nf == NULL) {
+		if (fd >= 0)
+			close(fd);
 		return -SL_ERR_NOMEM;
+	}
 
-	nf->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (nf->sock < 0 || connect(nf->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (fd >= 0) {
+		nf->sock = fd;
+		if (take_sock_fd(fd) < 0) {
+			saved_errno = errno;
+			err = SL_ERR_IO;
+		} else {
+			err = handshake(nf, deadline);
+			saved_errno = errno;
+		}
+	} else if ((nf->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+		   connect(nf->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		saved_errno = errno;
 		err = SL_ERR_IO;
 	} else {
@@ -615,6 +651,18 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		return -SL_ERR_FIELD;
 	uint64_t spin_ns = (uint64_t)nf->cfg.spin_us * 1000ull;
 
+	/* The strict sandbox (docs/abi.md): from here on only what this loop, stdio and malloc need.
+	 * Not in sl_nf_attach, so the NF's own set-up after attach (monitor's helper thread) runs. */
+	if (nf->cfg.sandbox == SL_SANDBOX_STRICT && !nf->sandboxed) {
+		int e = sl__sandbox_strict(nf->sock);
+		if (e != 0) {
+			fprintf(stderr, "sluice-nf: sandbox: cannot install the seccomp filter (sandbox: strict): %s\n",
+				strerror(-e));
+			return -SL_ERR_PERM;
+		}
+		nf->sandboxed = 1;
+	}
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
@@ -749,6 +797,8 @@ void sl_nf_config_default(struct sl_nf_config *cfg)
 	cfg->timeout_us = 100;
 	cfg->spin_us = 200;
 	cfg->attach_timeout_ms = 5000;
+	cfg->sock_fd = -1;
+	cfg->sandbox = SL_SANDBOX_NONE;
 }
 
 static int env_bad(const char *var, const char *val, const char *why)
@@ -805,6 +855,21 @@ int sl_nf_config_from_env(struct sl_nf_config *cfg)
 			cfg->wakeup = SL_WAKE_ADAPTIVE;
 		else
 			rc = env_bad("SLUICE_NF_WAKEUP", v, "expected poll, block or adaptive");
+	}
+	if ((v = getenv("SLUICE_NF_SANDBOX")) != NULL) {
+		if (strcmp(v, "none") == 0)
+			cfg->sandbox = SL_SANDBOX_NONE;
+		else if (strcmp(v, "strict") == 0)
+			cfg->sandbox = SL_SANDBOX_STRICT;
+		else
+			rc = env_bad("SLUICE_NF_SANDBOX", v, "expected strict or none");
+	}
+	uint32_t fd = 0;
+	if (getenv("SLUICE_NF_FD") != NULL) {
+		if (env_u32("SLUICE_NF_FD", 0, INT_MAX, &fd) < 0)
+			rc = -SL_ERR_FIELD;
+		else
+			cfg->sock_fd = (int)fd;
 	}
 	if (env_name("SLUICE_NF_NAME", cfg->name, sizeof(cfg->name)) < 0 ||
 	    env_name("SLUICE_NF_SERVICE", cfg->service, sizeof(cfg->service)) < 0 ||

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "sluice/nf.h"
@@ -564,6 +565,72 @@ static void test_attach_errors(void)
 	fm_close(&m);
 }
 
+/* Sandbox strict, attached over an inherited socket (cfg.sock_fd, SLUICE_NF_FD) as `sluice up` does
+ * for a sandboxed NF: the NF is a child process (the filter is for good), the test is the manager on
+ * the other end of a socket pair. The loop runs under the filter in every wakeup mode; a handler that
+ * opens a file ends the process with SL_SANDBOX_EXIT. */
+static void violating_handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
+{
+	handler(nf, pkts, n, arg);
+	int fd = open("/dev/null", O_RDONLY); /* refused: the process ends here */
+	(void)fd;
+}
+
+static void test_strict_over_fd(enum sl_wakeup w, int violate)
+{
+	struct fm m;
+	struct sl_msg msg;
+	int sp[2];
+	memset(&m, 0, sizeof(m));
+	m.lfd = m.region_fd = m.ring_fd = m.efd_rx = m.efd_tx = -1;
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0);
+	m.cfd = sp[0];
+	fflush(NULL);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(sp[0]);
+		struct sl_nf_config cfg;
+		struct sl_nf *nf;
+		sl_nf_config_default(&cfg);
+		cfg.socket_path[0] = '\0'; /* not used: the fd is */
+		cfg.sock_fd = sp[1];
+		cfg.sandbox = SL_SANDBOX_STRICT;
+		snprintf(cfg.name, sizeof(cfg.name), "strict.0");
+		snprintf(cfg.service, sizeof(cfg.service), "test");
+		cfg.wakeup = w;
+		cfg.spin_us = 50;
+		if (sl_nf_attach(&cfg, &nf) != 0)
+			_exit(10);
+		int rc = sl_nf_run(nf, violate ? violating_handler : handler, NULL);
+		sl_nf_detach(nf);
+		_exit(rc == -SL_ERR_SHUTDOWN ? 0 : 11);
+	}
+	close(sp[1]);
+	fm_hello(&m);
+	CHECK_EQ(fm_recv(&m, &msg), 0);
+	CHECK_EQ(sl_msg_check(&msg, SL_MSG_SIZE, 0, SL_MSG_INIT), SL_OK);
+	CHECK(strcmp(msg.u.init.name, "strict.0") == 0);
+	CHECK_EQ(msg.u.init.pid, pid);
+	fm_setup(&m);
+	int status;
+	if (violate) {
+		struct sl_desc d = { .buf = 0, .off = HEADROOM, .len = 60, .head = HEADROOM };
+		CHECK_EQ(sl_ring_enqueue_burst(m.rx, &d, 1), 1);
+		uint64_t one = 1;
+		CHECK(write(m.efd_rx, &one, sizeof(one)) == sizeof(one));
+		CHECK(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == SL_SANDBOX_EXIT);
+	} else {
+		fm_traffic(&m, 3000, w == SL_WAKE_POLL ? 0 : 300);
+		fm_disconnect(&m, SL_ERR_SHUTDOWN);
+		fm_expect_disconnect(&m, SL_ERR_SHUTDOWN); /* sl_nf_detach, under the filter */
+		CHECK(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	fm_close(&m);
+}
+
 static void test_env(void)
 {
 	struct sl_nf_config c;
@@ -628,6 +695,10 @@ int main(void)
 	test_manager_gone(SL_WAKE_BLOCK);
 	test_manager_gone(SL_WAKE_ADAPTIVE);
 	test_attach_errors();
+	test_strict_over_fd(SL_WAKE_POLL, 0);
+	test_strict_over_fd(SL_WAKE_BLOCK, 0);
+	test_strict_over_fd(SL_WAKE_ADAPTIVE, 0);
+	test_strict_over_fd(SL_WAKE_BLOCK, 1);
 	printf("test_nf_attach: ok\n");
 	return 0;
 }
