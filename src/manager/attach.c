@@ -5,6 +5,7 @@
  * here has its twin in nf_detach().
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +130,11 @@ static int nf_rings_create(struct nf *nf)
 	uint32_t slots = M.cfg.ring_size;
 	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(slots), 4096);
 	nf->ring_map_size = 2 * one + NFINFO_BYTES;
-	nf->ring_fd = memfd_create("sluice-nf-rings", MFD_CLOEXEC);
-	if (nf->ring_fd < 0 || ftruncate(nf->ring_fd, (off_t)nf->ring_map_size) < 0)
+	/* Sealed at its size: an NF that could shrink the memfd would kill sluiced with SIGBUS on its
+	 * next access (and F_SEAL_SEAL: it cannot add seals of its own either). */
+	nf->ring_fd = memfd_create("sluice-nf-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (nf->ring_fd < 0 || ftruncate(nf->ring_fd, (off_t)nf->ring_map_size) < 0 ||
+	    fcntl(nf->ring_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		return SL_ERR_NOMEM;
 	nf->ring_map = mmap(NULL, nf->ring_map_size, PROT_READ | PROT_WRITE, MAP_SHARED, nf->ring_fd, 0);
 	if (nf->ring_map == MAP_FAILED) {
@@ -325,6 +329,19 @@ void nf_detach(struct nf *nf, uint32_t code, const char *reason)
 	}
 	nf_rings_destroy(nf);
 	nf->state = NF_FREE;
+}
+
+void attach_faults(void)
+{
+	worker_fault_ack();
+	for (uint32_t i = 0; i < M.max_nfs; i++) {
+		struct nf *nf = &M.nfs[i];
+		uint8_t f = __atomic_load_n(&nf->fault, __ATOMIC_ACQUIRE);
+		if (nf->state == NF_ATTACHED && f != NF_RING_OK) {
+			LOG("nf %s broke the ring protocol: %s", nf->name, nf_ring_err_text(f));
+			nf_detach(nf, SL_ERR_RING, nf_ring_err_text(f));
+		}
+	}
 }
 
 void attach_check_timeouts(uint64_t now)

@@ -20,7 +20,6 @@
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
 
-#include "sluice/ring.h"
 #include "sluiced.h"
 
 #define CTL_MAX_CONNS 64
@@ -192,6 +191,16 @@ static json_t *j_nf_counters(const struct nf *nf)
 	return o;
 }
 
+/* Descriptors waiting in the NF's RX ring: what the worker produced less what the NF says it took
+ * (its index is NF-written: bounded by the ring size; a racy read, for reports only). */
+static json_int_t nf_queued(const struct nf *nf)
+{
+	if (!nf->rx)
+		return 0;
+	uint32_t q = __atomic_load_n(&nf->rxk.own, __ATOMIC_RELAXED) - __atomic_load_n(&nf->rx->cons, __ATOMIC_RELAXED);
+	return q <= M.cfg.ring_size ? q : M.cfg.ring_size;
+}
+
 static json_t *j_nfs(void)
 {
 	json_t *a = json_array();
@@ -208,7 +217,7 @@ static json_t *j_nfs(void)
 				     (json_int_t)nf->st.tx_pkts, "tx_bytes", (json_int_t)nf->st.tx_bytes, "lent",
 				     (json_int_t)nf->lent, "kicks", (json_int_t)nf->st.kicks, "drops", "ring_full",
 				     (json_int_t)nf->st.drop_ring_full, "invalid_desc", (json_int_t)nf->st.drop_invalid);
-		json_object_set_new(j, "queued", json_integer(nf->rx ? sl_ring_count(nf->rx) : 0));
+		json_object_set_new(j, "queued", json_integer(nf_queued(nf)));
 		json_object_set_new(j, "draining", json_boolean(nf->draining));
 		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
@@ -270,6 +279,18 @@ static json_t *j_active_set(void)
 	worker_active_set(&b, &p, &w);
 	return json_pack("{s:I,s:I,s:I,s:I}", "busy", (json_int_t)b, "parked", (json_int_t)p, "waiting",
 			 (json_int_t)w, "doorbells", (json_int_t)M.doorbells);
+}
+
+/* What NFs did wrong: rejected descriptors by reason (they add up to drops.invalid_desc), and NFs
+ * disconnected for breaking the ring protocol, by kind (docs/api.md). */
+static json_t *j_violations(void)
+{
+	json_t *inv = json_object(), *ring = json_object();
+	for (int v = SL_DESC_OK + 1; v < SL_DESC__COUNT; v++)
+		json_object_set_new(inv, sl_desc_verdict_key(v), json_integer((json_int_t)M.invalid[v]));
+	for (int e = NF_RING_OK + 1; e < NF_RING__COUNT; e++)
+		json_object_set_new(ring, nf_ring_err_key(e), json_integer((json_int_t)M.ring_faults[e]));
+	return json_pack("{s:o,s:o}", "invalid_desc", inv, "ring", ring);
 }
 
 static json_t *error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -574,6 +595,7 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached, "no_buffer", (json_int_t)d->no_buffer, "backpressure", (json_int_t)d->backpressure);
 		json_object_set_new(st, "flows", j_flows());
 		json_object_set_new(st, "active_set", j_active_set());
+		json_object_set_new(st, "violations", j_violations());
 		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)M.out_set.packets,
 							      "frames", (json_int_t)M.out_set.frames, "copies",
 							      (json_int_t)M.out_set.copies));

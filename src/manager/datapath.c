@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -59,6 +60,7 @@ static struct rte_hash *flow_h;
 static struct flow *flows;
 static uint32_t flow_iter;        /* expiry sweep cursor */
 static uint64_t flow_next_sweep;  /* TSC of the next sweep */
+static int fault_fd = -1;         /* eventfd: an NF broke the ring protocol (control disconnects it) */
 
 static inline void drop(struct rte_mbuf *m)
 {
@@ -154,6 +156,46 @@ static inline uint16_t pick_instance(struct service *s, const struct rte_mbuf *m
 	return pick;
 }
 
+static void service_remove_instance(struct service *s, uint16_t id);
+
+/* The NF broke the ring protocol (nfring.h): it gets no more packets, the worker stops reading its
+ * rings (drain_busy lets go of it, flush_nf drops what was staged for it), and the control thread,
+ * woken through fault_fd, disconnects it with SL_ERR_RING; its WCMD_NF_REMOVE reclaims its buffers.
+ * Once per NF: no logging here (the control thread logs the detach). */
+static void nf_fault(struct nf *nf, enum nf_ring_err why)
+{
+	if (nf->fault)
+		return;
+	__atomic_store_n(&nf->fault, (uint8_t)why, __ATOMIC_RELEASE);
+	M.ring_faults[why]++;
+	if (!nf->draining) {
+		service_remove_instance(&M.services[nf->service], (uint16_t)(nf - M.nfs));
+		nf->draining = true;
+	}
+	uint64_t one = 1;
+	if (write(fault_fd, &one, sizeof(one)) < 0) { /* EAGAIN: the counter is full, it is being read */
+	}
+}
+
+/* Read the NF's RX consumer / TX producer index (nfring.h); false if it broke the protocol. */
+static inline bool rx_sync(struct nf *nf)
+{
+	enum nf_ring_err e = nf_ring_rx_sync(&nf->rxk);
+	if (likely(e == NF_RING_OK))
+		return true;
+	nf_fault(nf, e);
+	return false;
+}
+
+static inline bool tx_sync(struct nf *nf)
+{
+	enum nf_ring_err e = nf_ring_tx_sync(&nf->txk);
+	if (likely(e == NF_RING_OK))
+		return true;
+	nf_fault(nf, e);
+	return false;
+}
+
 static void set_leave(struct nf *nf)
 {
 	uint16_t *list = nf->set == NF_SET_BUSY ? busy : parked;
@@ -175,7 +217,7 @@ static void set_enter(struct nf *nf, enum nf_set to)
 		 * set), then look again: whatever the NF publishes from now on rings it. */
 		__atomic_store_n(&nf->tx->need_kick, 1, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (sl_ring_count(nf->tx) != 0) {
+		if (!tx_sync(nf) || nf_ring_tx_avail(&nf->txk) != 0) {
 			__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
 			to = NF_SET_BUSY;
 			if (nf->set == to)
@@ -218,7 +260,7 @@ static inline bool kick_pending(struct nf *nf)
 {
 	if (!nf->kick_pending)
 		return false;
-	if (__atomic_load_n(&nf->rx->cons, __ATOMIC_ACQUIRE) == nf->kick_cons)
+	if (rx_sync(nf) && nf->rxk.peer == nf->kick_cons)
 		return true;
 	nf->kick_pending = false;
 	return false;
@@ -230,8 +272,10 @@ static void kick(struct nf *nf)
 	/* Read before the write: once kicked, the NF may run (on another core) before write() returns.
 	 * Pending only if the ring still holds packets: an NF that already took them all may sleep
 	 * again without consuming anything more. */
-	nf->kick_cons = __atomic_load_n(&nf->rx->cons, __ATOMIC_ACQUIRE);
-	nf->kick_pending = nf->rx->prod != nf->kick_cons; /* prod: written by the worker only */
+	if (!rx_sync(nf))
+		return;
+	nf->kick_cons = nf->rxk.peer;
+	nf->kick_pending = nf->rxk.own != nf->kick_cons;
 	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
 		nf->st.kicks++;
 	nf->first_wait = 0;
@@ -241,19 +285,31 @@ static void kick(struct nf *nf)
 
 static void flush_nf(struct nf *nf)
 {
-	uint32_t n = sl_ring_enqueue_burst(nf->rx, nf->stage, nf->nstage);
+	uint32_t n = 0;
+	uint16_t id = (uint16_t)(nf - M.nfs);
+	if (likely(!nf->fault)) {
+		enum nf_ring_err e = nf_ring_enqueue(&nf->rxk, nf->stage, nf->nstage, &n);
+		if (unlikely(e != NF_RING_OK))
+			nf_fault(nf, e);
+	}
+	/* Delivered: from now on (and not before) the NF may return these buffers, once each. */
 	uint64_t bytes = 0;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
+		sl_lend_deliver(&M.region.lend, nf->stage[i].buf, id);
 		bytes += nf->stage[i].len;
+	}
 	nf->lent += n;
 	if (n && nf->set == NF_SET_NONE)
 		set_enter(nf, NF_SET_BUSY);
 	nf->st.rx_pkts += n;
 	nf->st.rx_bytes += bytes;
-	for (uint32_t i = n; i < nf->nstage; i++) {
-		uint32_t id = nf->stage[i].buf;
-		sl_lend_return(&M.region.lend, id);
-		drop(M.region.bufs[id]);
+	for (uint32_t i = n; i < nf->nstage; i++) /* staged, never the NF's: the manager's to free */
+		drop(M.region.bufs[nf->stage[i].buf]);
+	if (unlikely(nf->fault)) { /* disconnected for a ring violation: its packets have no NF */
+		M.services[nf->service].drop_nf_gone += nf->nstage - n;
+		M.drops.nf_gone += nf->nstage - n;
+		nf->nstage = 0;
+		return;
 	}
 	if (n < nf->nstage) {
 		nf->st.drop_ring_full += nf->nstage - n;
@@ -265,7 +321,7 @@ static void flush_nf(struct nf *nf)
 			uint64_t now = rte_rdtsc();
 			if (!nf->first_wait)
 				nf->first_wait = now;
-			if (sl_ring_count(nf->rx) >= nf->batch || now - nf->first_wait >= nf->timeout_cyc) {
+			if (nf_ring_rx_pending(&nf->rxk) >= nf->batch || now - nf->first_wait >= nf->timeout_cyc) {
 				kick(nf);
 			} else if (!nf->waiting) {
 				nf->waiting = true;
@@ -291,7 +347,7 @@ static void check_waiting(void)
 	for (uint32_t i = 0; i < nwaiting;) {
 		struct nf *nf = &M.nfs[waiting[i]];
 		bool keep = false;
-		if (nf->active && nf->first_wait && sl_ring_count(nf->rx) > 0) {
+		if (nf->active && !nf->fault && nf->first_wait && rx_sync(nf) && nf_ring_rx_pending(&nf->rxk) > 0) {
 			if (!__atomic_load_n(&nf->rx->need_kick, __ATOMIC_RELAXED))
 				nf->first_wait = 0; /* it woke by itself */
 			else if (now - nf->first_wait >= nf->timeout_cyc)
@@ -324,9 +380,9 @@ static void drain_busy(const struct route *rt)
 		struct nf *nf = &M.nfs[id];
 		bool asleep = __atomic_load_n(&nf->rx->need_kick, __ATOMIC_ACQUIRE) != 0;
 		drain_nf(id, rt);
-		if (nf->lent == 0 && nf->nstage == 0)
-			set_leave(nf);
-		else if (asleep && nf->bell && sl_ring_count(nf->tx) == 0 && !kick_pending(nf))
+		if (unlikely(nf->fault) || (nf->lent == 0 && nf->nstage == 0))
+			set_leave(nf); /* a faulted NF's rings are not read again; its detach reclaims */
+		else if (asleep && nf->bell && nf_ring_tx_avail(&nf->txk) == 0 && !kick_pending(nf))
 			set_enter(nf, NF_SET_PARKED);
 		else
 			i++;
@@ -461,7 +517,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	st->chain = chain;
 	st->hop = hop;
 	st->in_port = in_port;
-	sl_lend_out(&M.region.lend, b, id, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
+	sl_lend_stage(&M.region.lend, b, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
 	nf_load_check(nf);
 	if (!nf->dirty) {
 		nf->dirty = true;
@@ -630,6 +686,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	if (unlikely(v != SL_DESC_OK)) {
 		nf->st.drop_invalid++;
 		M.drops.invalid_desc++;
+		M.invalid[v]++;
 		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
 			sl_lend_return(&r->lend, d->buf);
 			nf->lent--;
@@ -664,6 +721,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 		if (unlikely(!out_set(m))) {
 			nf->st.drop_invalid++;
 			M.drops.invalid_desc++;
+			M.invalid[SL_DESC_BAD_OUT_SET]++;
 			drop(m);
 		}
 		break;
@@ -673,11 +731,21 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	}
 }
 
+/* Take up to a burst of what NF `id` returned, each descriptor copied out once (nfring.h), and act.
+ * Its RX consumer index is checked here too, once a burst: an NF holding its whole lending budget
+ * gets nothing flushed to it, and could otherwise keep a broken index unseen. */
 static uint32_t drain_nf(uint16_t id, const struct route *rt)
 {
 	struct nf *nf = &M.nfs[id];
 	struct sl_desc d[SL_BURST];
-	uint32_t n = sl_ring_dequeue_burst(nf->tx, d, SL_BURST);
+	uint32_t n = 0;
+	if (unlikely(nf->fault) || unlikely(!rx_sync(nf)))
+		return 0;
+	enum nf_ring_err e = nf_ring_dequeue(&nf->txk, d, SL_BURST, &n);
+	if (unlikely(e != NF_RING_OK)) {
+		nf_fault(nf, e);
+		return 0;
+	}
 	for (uint32_t i = 0; i < n; i++)
 		handle_returned(id, nf, &d[i], rt);
 	return n;
@@ -742,6 +810,9 @@ static void exec_cmd(struct wcmd *c)
 		nf->first_wait = 0;
 		nf->kick_pending = false;
 		nf->lent = 0;
+		nf->fault = NF_RING_OK;
+		nf_ring_init(&nf->rxk, nf->rx, M.cfg.ring_size);
+		nf_ring_init(&nf->txk, nf->tx, M.cfg.ring_size);
 		c->result = 0;
 		nf->set = NF_SET_NONE;
 		nf->waiting = false;
@@ -774,10 +845,15 @@ static void exec_cmd(struct wcmd *c)
 			break;
 		}
 		service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
-		/* What the NF already returned is processed normally: nothing it finished is lost. */
+		/* What the NF already returned is processed normally: nothing it finished is lost (unless
+		 * it broke the ring protocol: then its rings are not read again). */
 		c->drained = 0;
-		for (int i = 0; i < 1024 && sl_ring_count(nf->tx) > 0; i++)
-			c->drained += drain_nf((uint16_t)c->nf, M.route);
+		for (int i = 0; i < 1024; i++) {
+			uint32_t n = drain_nf((uint16_t)c->nf, M.route);
+			c->drained += n;
+			if (n == 0)
+				break;
+		}
 		flush_all();
 		c->result = nf_reclaim(c->nf);
 		if (nf->set == NF_SET_PARKED)
@@ -1112,7 +1188,20 @@ static int worker_lists_init(void)
 	dirty_ports = calloc(SL_MAX_PORTS, sizeof(*dirty_ports));
 	next_deadline = UINT64_MAX;
 	bell_ep = epoll_create1(EPOLL_CLOEXEC);
-	return bell_ep >= 0 && busy && parked && dirty && waiting && dirty_ports ? 0 : -1;
+	fault_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return bell_ep >= 0 && fault_fd >= 0 && busy && parked && dirty && waiting && dirty_ports ? 0 : -1;
+}
+
+int worker_fault_fd(void)
+{
+	return fault_fd;
+}
+
+void worker_fault_ack(void)
+{
+	uint64_t v;
+	if (read(fault_fd, &v, sizeof(v)) < 0) { /* EAGAIN: nothing new */
+	}
 }
 
 int worker_main(void *arg)
@@ -1202,6 +1291,9 @@ void worker_fini(void)
 	if (bell_ep >= 0)
 		close(bell_ep);
 	bell_ep = -1;
+	if (fault_fd >= 0)
+		close(fault_fd);
+	fault_fd = -1;
 	free(busy);
 	free(parked);
 	free(dirty);

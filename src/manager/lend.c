@@ -47,8 +47,28 @@ const char *sl_desc_verdict_str(int v)
 		[SL_DESC_BAD_RANGE] = "offset or length outside the buffer",
 		[SL_DESC_BAD_ACTION] = "unknown action",
 		[SL_DESC_BAD_DEST] = "destination out of range",
+		[SL_DESC_BAD_OUT_SET] = "invalid port set",
 	};
-	if (v < 0 || v >= (int)(sizeof(names) / sizeof(names[0])))
+	_Static_assert(sizeof(names) / sizeof(names[0]) == SL_DESC__COUNT, "every verdict has a name");
+	if (v < 0 || v >= SL_DESC__COUNT)
 		return "unknown verdict";
 	return names[v];
+}
+
+const char *sl_desc_verdict_key(int v)
+{
+	static const char *const keys[] = {
+		[SL_DESC_OK] = "ok",
+		[SL_DESC_BAD_REGION] = "region",
+		[SL_DESC_BAD_BUF] = "buf",
+		[SL_DESC_NOT_LENT] = "not_lent",
+		[SL_DESC_BAD_RANGE] = "range",
+		[SL_DESC_BAD_ACTION] = "action",
+		[SL_DESC_BAD_DEST] = "dest",
+		[SL_DESC_BAD_OUT_SET] = "out_set",
+	};
+	_Static_assert(sizeof(keys) / sizeof(keys[0]) == SL_DESC__COUNT, "every verdict has a key");
+	if (v < 0 || v >= SL_DESC__COUNT)
+		return "unknown";
+	return keys[v];
 }

@@ -39,10 +39,12 @@ enum sl_desc_verdict {
 	SL_DESC_OK = 0,
 	SL_DESC_BAD_REGION,  /* unknown region: buffer untouched */
 	SL_DESC_BAD_BUF,     /* buffer id out of range: untouched */
-	SL_DESC_NOT_LENT,    /* not lent to this NF (forged or double return): untouched */
+	SL_DESC_NOT_LENT,    /* not in this NF's hands (forged, a second return, or not yet delivered): untouched */
 	SL_DESC_BAD_RANGE,   /* offset/length/headroom outside the buffer: reclaimed */
 	SL_DESC_BAD_ACTION,  /* unknown action: reclaimed */
 	SL_DESC_BAD_DEST,    /* port or service id out of range: reclaimed */
+	SL_DESC_BAD_OUT_SET, /* SL_ACT_OUT_SET's port set invalid (found by the data path, not sl_lend_check) */
+	SL_DESC__COUNT
 };
 
 /* Check a descriptor returned by NF `nf_id`. Returns SL_DESC_OK, or a verdict;
@@ -53,12 +55,14 @@ enum sl_desc_verdict sl_lend_check(const struct sl_lend *l, const struct sl_desc
 
 /* Name of a verdict (never NULL). */
 const char *sl_desc_verdict_str(int v);
+/* Its key in the stats' violations.invalid_desc ("not_lent", ...; never NULL). */
+const char *sl_desc_verdict_key(int v);
 
-/* Lend buffer `buf` to NF `nf_id` and fill its RX descriptor. */
-static inline void sl_lend_out(struct sl_lend *l, uint32_t buf, uint16_t nf_id,
-			       uint16_t head, uint16_t len, uint16_t in_port, struct sl_desc *d)
+/* Fill the RX descriptor of buffer `buf` for an NF. The buffer stays the manager's (staged) until
+ * sl_lend_deliver: an NF can return a buffer only once it is in its RX ring, and only once. */
+static inline void sl_lend_stage(const struct sl_lend *l, uint32_t buf, uint16_t head, uint16_t len,
+				 uint16_t in_port, struct sl_desc *d)
 {
-	l->st[buf].owner = (uint16_t)(nf_id + 1);
 	d->buf = buf;
 	d->off = l->buf_off[buf] + head;
 	d->len = len;
@@ -66,6 +70,12 @@ static inline void sl_lend_out(struct sl_lend *l, uint32_t buf, uint16_t nf_id,
 	d->region = l->region;
 	d->action = SL_ACT_NEXT;
 	d->dest = in_port;
+}
+
+/* Buffer `buf` went into NF `nf_id`'s RX ring: it is that NF's until it comes back. */
+static inline void sl_lend_deliver(struct sl_lend *l, uint32_t buf, uint16_t nf_id)
+{
+	l->st[buf].owner = (uint16_t)(nf_id + 1);
 }
 
 /* Mark a buffer as back with the manager. */

@@ -141,6 +141,7 @@ static void control_loop(void)
 			case EP_SIGNAL: handle_signal(); break;
 			case EP_NF: attach_event(&M.nfs[idx], evs[i].events); break;
 			case EP_CTL: ctl_event((void *)(uintptr_t)idx, evs[i].events); break;
+			case EP_FAULT: attach_faults(); break;
 			}
 		}
 		uint64_t now = now_ms();
@@ -287,6 +288,7 @@ int main(int argc, char **argv)
 	epoll_add(M.sigfd, EP_SIGNAL);
 	epoll_add(M.nf_listen, EP_NF_LISTEN);
 	epoll_add(M.ctl_listen, EP_CTL_LISTEN);
+	epoll_add(worker_fault_fd(), EP_FAULT);
 
 	M.worker_running = true;
 	if (rte_eal_remote_launch(worker_main, NULL, M.worker_lcore) != 0) {

@@ -5,6 +5,7 @@
  * so every packet buffer is visible to them at (region, offset).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,13 +68,21 @@ int region_create(struct region *r, uint32_t mbufs, bool huge)
 	r->size = region_bytes(mbufs, r->page);
 	snprintf(r->heap, sizeof(r->heap), "sluice_region0");
 
-	r->fd = memfd_create("sluice-region0", MFD_CLOEXEC | (huge ? (MFD_HUGETLB | MFD_HUGE_2MB) : 0));
+	r->fd = memfd_create("sluice-region0",
+			     MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? (MFD_HUGETLB | MFD_HUGE_2MB) : 0));
 	if (r->fd < 0) {
 		LOG("region: memfd_create(%s) failed: %s", huge ? "MFD_HUGETLB" : "plain", strerror(errno));
 		return -1;
 	}
 	if (ftruncate(r->fd, (off_t)r->size) < 0) {
 		LOG("region: ftruncate(%zu) failed: %s", r->size, strerror(errno));
+		goto fail;
+	}
+	/* Every NF gets this fd: sealed at its size, since an NF that shrank it would kill sluiced with
+	 * SIGBUS; F_SEAL_SEAL so no NF can add a seal (F_SEAL_FUTURE_WRITE would stop later NFs from
+	 * mapping it writable). */
+	if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		LOG("region: sealing the memfd failed: %s", strerror(errno));
 		goto fail;
 	}
 	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);

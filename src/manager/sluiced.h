@@ -23,6 +23,7 @@
 
 #include "sluice/abi.h"
 #include "lend.h"
+#include "nfring.h"
 #include "pktkey.h"
 #include "nfinfo.h"
 
@@ -162,7 +163,8 @@ struct nf {
 	uint32_t batch, timeout_us;
 	uint16_t service;
 	/* shared with the worker */
-	struct sl_ring *rx, *tx;
+	struct sl_ring *rx, *tx; /* in NF-writable memory: the worker goes through rxk/txk */
+	uint8_t fault;        /* enum nf_ring_err: the worker caught a ring violation (control disconnects it) */
 	bool active;          /* worker sees it (set/cleared by the worker) */
 	bool draining;        /* left its service: gets no new packets, returns what it holds */
 	uint32_t lent;        /* buffers held by the NF: worker writes */
@@ -177,6 +179,7 @@ struct nf {
 	bool kick_pending;    /* kicked, and had consumed nothing since when last looked (kick_cons) */
 	uint32_t kick_cons;   /* its RX ring's consumer index when it was kicked */
 	uint32_t set_pos;     /* index in that list */
+	struct nf_ring rxk, txk; /* the worker's private view of the rings (nfring.h): worker only */
 	struct nf_stats st;
 	/* RX staging, worker only */
 	uint16_t nstage;
@@ -427,6 +430,8 @@ struct manager {
 	struct out_set_stats out_set; /* worker writes */
 	uint64_t doorbells;         /* parked NFs that rang their doorbell (worker writes) */
 	struct drops drops;         /* worker writes */
+	uint64_t invalid[SL_DESC__COUNT];     /* drops.invalid_desc by reason (worker writes) */
+	uint64_t ring_faults[NF_RING__COUNT]; /* NFs disconnected for a ring violation, by kind (worker) */
 	struct rte_ring *cmdq;      /* control -> worker */
 	unsigned worker_lcore;
 	volatile bool worker_running;
@@ -454,12 +459,18 @@ void worker_active_set(uint32_t *busy, uint32_t *parked, uint32_t *waiting);
 void worker_call(struct wcmd *c);
 /* Return every buffer NF `id` holds to the pool (worker context). Returns the count. */
 uint32_t nf_reclaim(uint32_t id);
+/* The eventfd the worker writes when it caught an NF breaking the ring protocol (nf->fault set);
+ * the control loop watches it. worker_fault_ack() empties it. */
+int worker_fault_fd(void);
+void worker_fault_ack(void);
 
 /* attach.c */
 int attach_listen(void);
 void attach_accept(void);
 void attach_event(struct nf *nf, uint32_t events);
 void attach_check_timeouts(uint64_t now_ms);
+/* Disconnect the NFs the worker caught breaking the ring protocol (SL_ERR_RING). */
+void attach_faults(void);
 void nf_detach(struct nf *nf, uint32_t code, const char *reason);
 
 /* control.c */
@@ -496,7 +507,7 @@ static inline uint64_t now_ms(void)
 }
 
 /* epoll tags */
-enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL };
+enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT };
 struct ep_tag { enum ep_kind kind; void *ptr; };
 
 #define LOG(fmt, ...) fprintf(stderr, "sluiced: " fmt "\n", ##__VA_ARGS__)

@@ -25,11 +25,13 @@ static void setup(void)
 			      .region_size = 4096 + NBUFS * 2560, .buf_off = buf_off, .st = st };
 }
 
-/* Lend buffer b to NF nf and return the descriptor the NF would see. */
+/* Lend buffer b to NF nf (staged, then delivered into its RX ring) and return the descriptor the
+ * NF would see. */
 static struct sl_desc lend(uint32_t b, uint16_t nf, uint16_t len)
 {
 	struct sl_desc d;
-	sl_lend_out(&L, b, nf, HEAD, len, 3, &d);
+	sl_lend_stage(&L, b, HEAD, len, 3, &d);
+	sl_lend_deliver(&L, b, nf);
 	return d;
 }
 
@@ -154,6 +156,27 @@ static void test_double_return(void)
 	CHECK_EQ(sl_lend_check(&L, &d, 7, 1, 1), SL_DESC_NOT_LENT);
 }
 
+/* Issue 15: ownership began when a packet was staged for an NF, before it reached the NF's RX ring.
+ * An NF returning (a duplicate of) a buffer in that window had it accepted: the buffer went on while
+ * also being delivered, so it was freed twice and `lent` fell below zero. Only a delivered buffer
+ * can come back, and only once. */
+static void test_staged_is_not_returnable(void)
+{
+	setup();
+	struct sl_desc d;
+	sl_lend_stage(&L, 5, HEAD, 64, 0, &d);
+	CHECK_EQ(st[5].owner, SL_OWNER_NONE); /* staged: still the manager's */
+	CHECK_EQ(sl_lend_check(&L, &d, 2, 1, 1), SL_DESC_NOT_LENT);
+	sl_lend_deliver(&L, 5, 2);
+	CHECK_EQ(st[5].owner, 3);
+	CHECK_EQ(sl_lend_check(&L, &d, 2, 1, 1), SL_DESC_OK);
+	sl_lend_return(&L, 5);
+	CHECK_EQ(sl_lend_check(&L, &d, 2, 1, 1), SL_DESC_NOT_LENT); /* the same descriptor again */
+	/* staged for the same NF again: a stale copy of the old descriptor is still refused */
+	sl_lend_stage(&L, 5, HEAD, 64, 0, &d);
+	CHECK_EQ(sl_lend_check(&L, &d, 2, 1, 1), SL_DESC_NOT_LENT);
+}
+
 static void test_buffer_past_region_end(void)
 {
 	setup();
@@ -167,6 +190,11 @@ static void test_verdict_names(void)
 	for (int v = -3; v < 20; v++)
 		CHECK(sl_desc_verdict_str(v) != NULL);
 	CHECK(strcmp(sl_desc_verdict_str(SL_DESC_NOT_LENT), "buffer not lent to this NF") == 0);
+	for (int v = -3; v < 20; v++)
+		CHECK(sl_desc_verdict_key(v) != NULL);
+	CHECK(strcmp(sl_desc_verdict_key(SL_DESC_NOT_LENT), "not_lent") == 0);
+	CHECK(strcmp(sl_desc_verdict_key(SL_DESC_BAD_OUT_SET), "out_set") == 0);
+	CHECK(strcmp(sl_desc_verdict_key(SL_DESC__COUNT), "unknown") == 0);
 }
 
 int main(void)
@@ -175,6 +203,7 @@ int main(void)
 	test_adjusted_head_and_tail();
 	test_forged();
 	test_double_return();
+	test_staged_is_not_returnable();
 	test_buffer_past_region_end();
 	test_verdict_names();
 	printf("test_lend: ok\n");

@@ -1,0 +1,208 @@
+"""A hostile NF next to an innocent chain (issue 15): sluiced survives, counts what the NF did with
+its reason, and the innocent chain's traffic is exact.
+
+  in.pcap -> "inI" (net_pcap rx) -> chain I = [ia, ib] (fwd) -> "outI" (net_pcap tx)
+  "srcH" (net_null, endless) -> chain H = [evil] (tests/hostile/hostile_nf.c) -> "sinkH" (net_null)
+
+The hostile NF attaches with the SDK, forwards 1000 packets, then misbehaves through the raw ring
+memory (its --mode; see hostile_nf.c). Each mode is a hole this test found open before the fix:
+
+- dup-return: ownership began when a packet was *staged* for an NF, so a duplicate return of a
+  buffer staged for it again was accepted; the buffer went out twice (double free), `lent` fell
+  below zero (to ~2^32) and the innocent chain lost packets.
+- ring-mask / own-index: sluiced used the ring's size, mask and even its own indices from
+  NF-writable memory: a mask of 0xffffffff made it write outside the ring (SIGSEGV); a rewound
+  consumer index made it take the same descriptors again.
+- index-back / index-past / rx-past: an NF index that moves backwards or past the ring was taken
+  as it came; now it is a protocol violation: DISCONNECT with SL_ERR_RING, buffers reclaimed,
+  counted in stats.violations.ring.
+- truncate: the region and ring memfds were not sealed; an NF that shrank one killed sluiced with
+  SIGBUS. Now they are sealed (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL).
+
+Every case also checks that no NF's `lent` ever exceeds its ring, and that the pool is whole once
+the hostile NF is gone.
+"""
+
+import signal
+import subprocess
+
+import pytest
+
+from harness import BUILD, SL_ERR, base_config, sluice, wait_until, workdir  # noqa: F401
+
+scapy = pytest.importorskip("scapy.all")
+from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+
+HOSTILE = BUILD / "tests" / "hostile" / "sluice-hostile-nf"
+N = 1000
+RING = 2048  # the innocent chain's 1000 packets stay under backpressure's 3/4 mark: no drops by design
+SL_ERR_RING = SL_ERR["RING"]
+
+
+def make_frames(n=N):
+    return [bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src="10.15.0.1", dst="10.15.0.2", id=i)
+                  / UDP(sport=1000 + i % 3000, dport=9) / Raw(f"innocent-{i:06d}".encode() * (1 + i % 40)))
+            for i in range(n)]
+
+
+def config(wd, inp):
+    return base_config(
+        ports=[{"name": "inI", "vdev": f"net_pcap0,rx_pcap={inp}"},
+               {"name": "outI", "vdev": f"net_pcap1,tx_pcap={wd / 'out.pcap'}"},
+               {"name": "srcH", "vdev": "net_null0,size=64,copy=0"},
+               {"name": "sinkH", "vdev": "net_null1"}],
+        chains=[{"name": "I", "nfs": ["ia", "ib"], "exit": "outI"},
+                {"name": "H", "nfs": ["evil"], "exit": "sinkH"}],
+        nfs=["ia", "ib", "evil"], ring_size=RING)
+
+
+def start_hostile(s, mode, name="evil"):
+    log = open(s.dir / f"nf-{name}.log", "ab")
+    p = subprocess.Popen([str(HOSTILE), "--socket", str(s.nf_sock), "--name", name, "--mode", mode],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    s.nfs[name] = p  # the fixture kills it
+    s.wait_attached(name)
+    return p
+
+
+class Watch:
+    """Stats reads that fail clearly when sluiced died, and check every sample: no NF's `lent` above
+    its ring (an underflow shows as ~2^32), the pool's `lent` never above the pool."""
+
+    def __init__(self, s):
+        self.sluice = s
+        self.samples = 0
+
+    def stats(self):
+        s = self.sluice
+        if not s.alive():
+            rc = s.proc.returncode
+            why = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
+            raise AssertionError(f"sluiced died ({why}):\n{s.log()[-3000:]}")
+        st = s.stats()
+        self.samples += 1
+        for nf in st["nfs"]:
+            assert 0 <= nf["lent"] <= RING, f"NF {nf['name']} lent {nf['lent']}: underflow or overrun ({nf})"
+        assert 0 <= st["pool"]["lent"] <= st["pool"]["mbufs"], st["pool"]
+        return st
+
+    def nf(self, name, st=None):
+        st = st or self.stats()
+        return next((n for n in st["nfs"] if n["name"] == name), None)
+
+    def counter(self, name, key, st=None):
+        nf = self.nf(name, st)
+        return nf["counters"].get(key, 0) if nf else None
+
+
+def hostile_gone(w, p):
+    st = w.stats()
+    return w.nf("evil", st) is None and p.poll() is not None and st
+
+
+@pytest.mark.parametrize("mode", ["dup-return", "ring-mask", "own-index", "index-back", "index-past", "rx-past",
+                                  "truncate"])
+def test_hostile_nf_next_to_an_innocent_chain(sluice, workdir, mode):  # noqa: F811
+    if not HOSTILE.exists():
+        pytest.skip(f"not built: {HOSTILE}")
+    frames = make_frames()
+    inp = workdir / "in.pcap"
+    wrpcap(str(inp), [Ether(f) for f in frames])
+    sluice.start(config(workdir, inp))
+    w = Watch(sluice)
+    sluice.start_nf("fwd", "ia")
+    sluice.start_nf("fwd", "ib")
+    evil = start_hostile(sluice, mode)
+
+    # the hostile chain under traffic until the NF has done its deed
+    sluice.ok("port_chain_set", port="srcH", chain="H")
+    index_mode = mode in ("index-back", "index-past", "rx-past")
+    if index_mode:
+        wait_until(lambda: hostile_gone(w, evil), 20, f"the {mode} NF disconnected by sluiced")
+    elif mode == "truncate":
+        wait_until(lambda: (w.counter("evil", "trunc_refused") or 0) + (w.counter("evil", "trunc_done") or 0) >= 4,
+                   20, "the truncation attempts")
+    else:
+        key = "dup" if mode == "dup-return" else "tamper"
+        wait_until(lambda: (w.counter("evil", key) or 0) > 0, 20, f"the NF's first {key}")
+        wait_until(lambda: (w.counter("evil", "rx") or 0) > 20000, 20, "the NF to keep busy after its deed")
+
+    # now the innocent chain's packets, next to it
+    sluice.ok("port_chain_set", port="inI", chain="I")
+    st = wait_until(lambda: (lambda s: s if sluice.port("outI", s)["tx_pkts"] >= N else None)(w.stats()), 30,
+                    f"{N} innocent packets out")
+    if not index_mode:  # still misbehaving after all that
+        before = w.counter("evil", "rx")
+        wait_until(lambda: w.counter("evil", "rx") > before + 10000, 20, "the hostile NF to keep going")
+    # its traffic stops: the counters settle (the rejections by reason add up to invalid_desc, all of
+    # them the hostile NF's while it is attached)
+    sluice.ok("port_chain_set", port="srcH", chain=None)
+
+    def settled():
+        st = w.stats()
+        bad = w.nf("evil", st)
+        total = st["drops"]["invalid_desc"]
+        return (sum(st["violations"]["invalid_desc"].values()) == total
+                and (bad is None or bad["drops"]["invalid_desc"] == total) and st)
+    st = wait_until(settled, 10, "the counters to settle")
+    assert sluice.alive()
+
+    # the innocent chain: exact
+    assert sluice.port("inI", st)["rx_pkts"] == N
+    assert sluice.port("outI", st)["tx_pkts"] == N
+    for name in ("ia", "ib"):
+        nf = w.nf(name, st)
+        assert nf["rx_pkts"] == N and nf["tx_pkts"] == N, nf
+        assert nf["drops"] == {"ring_full": 0, "invalid_desc": 0}, nf
+
+    # what the hostile NF did, counted with its reason
+    v = st["violations"]
+    bad = w.nf("evil", st)
+    if mode == "dup-return":
+        assert v["invalid_desc"]["not_lent"] > 0, v
+        assert bad["drops"]["invalid_desc"] == v["invalid_desc"]["not_lent"], (bad, v)
+        assert all(n == 0 for n in v["ring"].values()), v
+    elif mode in ("ring-mask", "own-index"):
+        # sluiced never read the header or its own indices back: nothing to reject, the NF still works
+        assert bad is not None and bad["counters"]["tamper"] > 0, bad
+        assert st["drops"]["invalid_desc"] == 0, v
+        assert all(n == 0 for n in v["ring"].values()), v
+    elif index_mode:
+        kind = {"index-back": "tx_prod_back", "index-past": "tx_prod_past", "rx-past": "rx_cons_past"}[mode]
+        assert v["ring"] == {k: int(k == kind) for k in v["ring"]}, v
+        assert evil.returncode == 3, sluice.nf_log("evil")
+        assert f"disconnected: code {SL_ERR_RING} " in sluice.nf_log("evil"), sluice.nf_log("evil")
+        assert "broke the ring protocol" in sluice.log()
+        assert st["drops"]["nf_detached"] > 0  # it held buffers: reclaimed
+    elif mode == "truncate":
+        c = bad["counters"]
+        assert c["trunc_done"] == 0 and c["trunc_refused"] == 4, (c, sluice.nf_log("evil"))
+        assert c["seal_done"] == 0 and c["seal_refused"] == 1, (c, sluice.nf_log("evil"))
+        # the region is still whole and writable for an NF attaching now
+        sluice.start_nf("fwd", "late")
+        assert sluice.stop_nf("late") == 0
+        sluice.wait_gone("late")
+
+    # the hostile NF goes; every buffer comes back
+    if evil.poll() is None:
+        evil.send_signal(signal.SIGTERM)
+        assert evil.wait(10) == 0, sluice.nf_log("evil")
+    wait_until(lambda: hostile_gone(w, evil), 10, "the hostile NF gone")
+
+    def whole():
+        pool = w.stats()["pool"]
+        return pool["free"] == pool["mbufs"] and pool["lent"] == 0 and pool
+    try:
+        wait_until(whole, 10, "every mbuf back in the pool")
+    except AssertionError:
+        st = w.stats()
+        raise AssertionError(f"pool not whole: {st['pool']}, nfs {[(n['name'], n['lent']) for n in st['nfs']]}")
+    assert w.samples > 5
+
+    assert sluice.stop() == 0, sluice.log()[-3000:]
+    assert "mbufs not back in the pool" not in sluice.log()
+    got = [bytes(p) for p in rdpcap(str(workdir / "out.pcap"))]
+    assert len(got) == N
+    for i, (a, b) in enumerate(zip(frames, got)):
+        assert a == b, f"innocent packet {i} differs"
