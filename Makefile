@@ -15,7 +15,8 @@ BUILD_ASAN := build-asan
 HUGEPAGES := 512
 ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.py tests/integration/test_backpressure.py tests/integration/test_nf_info.py tests/integration/test_nf_firewall.py tests/integration/test_nf_nat.py tests/integration/test_nf_router.py tests/integration/test_nf_monitor.py tests/integration/test_nf_ids.py tests/integration/test_nf_lb.py tests/integration/test_nf_l2switch.py tests/integration/test_nf_ratelimit.py tests/integration/test_nf_chain.py tests/integration/test_pcap_chain.py tests/integration/test_steering_traffic.py tests/integration/test_steering_payload.py tests/integration/test_protocol_abuse.py \
             tests/integration/test_nf_failure.py tests/integration/test_attach_cycles.py \
-            tests/integration/test_lifecycle.py
+            tests/integration/test_lifecycle.py \
+            tests/integration/test_hostile_nf.py tests/integration/test_domains.py
 
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
@@ -109,7 +110,8 @@ test: deps venv $(BENCH_STAMP) build build-asan hugepages
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/steering.py --quick --no-report --results "$$d" && \
-	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/density.py --quick --no-report --results "$$d"
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/density.py --quick --no-report --results "$$d" && \
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/trust.py --quick --no-report --results "$$d"
 
 demo: deps venv build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh

@@ -27,7 +27,7 @@ def history_rows(loaded: list[tuple[Path, dict]], out_dir: Path = REPO) -> list[
             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p, d in reversed(loaded):
         res, cfg = d["results"], d.get("config", {})
-        scen = [s for s in SCENARIOS + ("density", "steering", "nfs") if rows_of(res, s)]
+        scen = [s for s in SCENARIOS + ("density", "steering", "nfs", "trust") if rows_of(res, s)]
         s, pe, s15 = find(res, SLUICE, 1, 64, "poll"), find(res, PEER, 1, 64, None), find(res, SLUICE, 1, 1500, "poll")
         ratio = f"{s['median_mpps'] / pe['median_mpps']:.2f}×" if s and pe and pe["median_mpps"] else "–"
         li, ov = find(res, LINUX, 1, 64, None), find(res, OVS, 1, 64, None)

@@ -26,6 +26,7 @@ extern "C" {
 
 #define SL_NAME_MAX    32  /* NF and service names, NUL included */
 #define SL_REASON_MAX  96  /* DISCONNECT reason text, NUL included */
+#define SL_TOKEN_MAX   32  /* attach token bytes in INIT (a token of 32 characters fills it, no NUL) */
 #define SL_CACHE_LINE  64
 
 /* ------------------------------------------------------------------------ */
@@ -205,7 +206,12 @@ struct sl_msg_init {
 	uint32_t batch;             /* block mode: kick when this many wait (1..ring size) */
 	uint32_t timeout_us;        /* block mode: kick when the oldest waits this long */
 	uint32_t pid;               /* informative; the manager trusts SO_PEERCRED */
+	uint8_t token[SL_TOKEN_MAX]; /* the service's attach token (SLUICE_NF_TOKEN), NUL-padded; all
+	                              * zero: none. A manager configured with tokens refuses an INIT whose
+	                              * token is not its service's (SL_ERR_PERM). Added in version 1: an
+	                              * older SDK sends zeros here (the message body is zero-filled) */
 };
+_Static_assert(offsetof(struct sl_msg_init, token) == 80, "the token follows pid");
 
 struct sl_msg_add_region {
 	uint64_t size;         /* bytes to mmap from the fd */
@@ -213,7 +219,14 @@ struct sl_msg_add_region {
 	uint32_t buf_count;    /* buffers in the region */
 	uint32_t buf_size;     /* bytes of every buffer (headroom + data room) */
 	uint32_t headroom;     /* default headroom of a fresh buffer */
+	uint32_t flags;        /* SL_REGION_F_*; was zero padding (an older SDK ignores it: see docs/abi.md) */
+	uint32_t pad;
 };
+/* ADD_REGION flags. RO: the fd is read-only (access: ro); map it PROT_READ (a writable shared
+ * mapping is refused by the kernel), and return descriptors with off/len unchanged. */
+#define SL_REGION_F_RO 0x1u
+#define SL_REGION_F__ALL SL_REGION_F_RO
+_Static_assert(sizeof(struct sl_msg_add_region) == 32, "add_region is 32 bytes");
 
 struct sl_msg_add_ring {
 	uint64_t offset;       /* byte offset of the ring inside the ring memfd */

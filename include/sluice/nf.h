@@ -60,6 +60,8 @@ struct sl_nf_config {
 	                             * to a sandboxed NF); sl_nf_attach owns it from then on, failing or
 	                             * not. Default -1 */
 	enum sl_sandbox sandbox;    /* SLUICE_NF_SANDBOX: none | strict, default none */
+	char token[SL_TOKEN_MAX + 1]; /* the service's attach token (SLUICE_NF_TOKEN), "" = none; sent in
+	                               * INIT (docs/abi.md "Service tokens") */
 };
 
 /* A packet as the handler sees it. Only the accessors below should touch it. */
@@ -75,7 +77,7 @@ typedef void (*sl_handler_fn)(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n,
 void sl_nf_config_default(struct sl_nf_config *cfg);
 
 /* Override cfg from SLUICE_* environment variables (SLUICE_NF_SOCKET, _NAME, _SERVICE, _WAKEUP,
- * _BATCH, _TIMEOUT_US, _SPIN_US, _FD, _SANDBOX). Returns 0 or -SL_ERR_FIELD (an unparsable value;
+ * _BATCH, _TIMEOUT_US, _SPIN_US, _FD, _SANDBOX, _TOKEN). Returns 0 or -SL_ERR_FIELD (an unparsable value;
  * the variable is named on stderr). */
 int sl_nf_config_from_env(struct sl_nf_config *cfg);
 

@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import re
+import secrets
 import shutil
 
 import yaml
@@ -37,7 +38,9 @@ VDEV_RE = re.compile(r"net_[A-Za-z0-9_]+(,.*)?\Z")
 
 WAKEUP_MODES = ("poll", "block", "adaptive")
 RESTART_POLICIES = ("always", "on-failure", "never")
-SANDBOX_MODES = ("strict", "none")   # docs/abi.md "Sandbox"; python/sluice/sandbox.py
+SANDBOX_MODES = ("strict", "none")
+ACCESS_MODES = ("rw", "ro")          # nfs[].access: ro maps the NF's packet region read-only
+MAX_DOMAINS = 64                     # trust domains, default and private ones included (sluiced's limit)   # docs/abi.md "Sandbox"; python/sluice/sandbox.py
 HUGE_PAGES = ("auto", "on", "off")
 
 
@@ -321,9 +324,9 @@ def _chain(v, path):
 
 
 def default_sandbox(nf):
-    """The sandbox of an NF entry that names none. The one place that decides it: `none` for every
-    NF today (untrusted NFs in their own trust domain will default to `strict`)."""
-    return "none"
+    """The sandbox of an NF entry that names none. The one place that decides it: `strict` for an
+    untrusted NF (trusted: false, a private trust domain of its own), `none` otherwise."""
+    return "strict" if nf.get("trusted") is False else "none"
 
 
 def _sandbox(v, path):
@@ -334,7 +337,8 @@ def _sandbox(v, path):
 
 
 def _nf(v, path, base_dir, check_programs):
-    _mapping(v, path, ["name", "program", "policy", "cpu_weight", "sandbox"] + list(NF_DEFAULTS))
+    _mapping(v, path, ["name", "program", "policy", "cpu_weight", "sandbox", "quota", "may_send",
+                       "domain", "trusted", "access", "pool_mbufs"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
@@ -366,9 +370,38 @@ def _nf(v, path, base_dir, check_programs):
         out["cpu_weight"] = _int(v["cpu_weight"], f"{path}.cpu_weight", 1, 10000)
     # how sluiced picks one of the instances (docs/steering.md "Services and replicas")
     out["policy"] = _choice(v.get("policy", "flow"), f"{path}.policy", steering.POLICIES)
+    # trust domains (docs/architecture.md "Memory"): trusted: false puts the NF in a private domain
+    # of its own (named after the NF, sized by pool_mbufs or 2 x instances x ring_size, see normalize)
+    trusted = v.get("trusted", True)
+    if not isinstance(trusted, bool):
+        raise ConfigError(f"{path}.trusted", f"must be true or false (got {_type_name(trusted)})")
+    out["trusted"] = trusted
+    if not trusted and v.get("domain") is not None:
+        raise ConfigError(f"{path}.domain", "an NF with trusted: false has a private domain of its own; "
+                                            "drop domain: or trusted: false")
+    out["domain"] = _name(v["domain"], f"{path}.domain") if v.get("domain") is not None \
+        else (out["name"] if not trusted else "default")
+    if v.get("pool_mbufs") is not None:
+        if trusted:
+            raise ConfigError(f"{path}.pool_mbufs", "only for an NF with trusted: false (its private domain's "
+                                                    "pool); size a named domain under domains:")
+        out["pool_mbufs"] = _int(v["pool_mbufs"], f"{path}.pool_mbufs", 1024, 1048576)
+    out["access"] = _choice(v.get("access", "rw"), f"{path}.access", ACCESS_MODES)
     # strict: own uid, empty network namespace, seccomp filter from the run loop on (docs/abi.md)
     out["sandbox"] = _sandbox(v["sandbox"], f"{path}.sandbox") if v.get("sandbox") is not None \
         else default_sandbox(out)
+    # buffers one instance may hold (<= sluiced.ring_size, checked in normalize); None: the ring size
+    out["quota"] = _int(v["quota"], f"{path}.quota", 1, 65536) if v.get("quota") is not None else None
+    # destinations it may name beyond its chains' (docs/abi.md "Next hops"): any, or service/port names
+    ms = v.get("may_send")
+    if ms is None:
+        out["may_send"] = []
+    elif ms == "any":
+        out["may_send"] = "any"
+    else:
+        if isinstance(ms, str):
+            raise ConfigError(f"{path}.may_send", f"must be any or a list of service and port names (got {ms!r})")
+        out["may_send"] = [_name(x, f"{path}.may_send[{i}]") for i, x in enumerate(_list(ms, f"{path}.may_send"))]
     return out
 
 
@@ -402,7 +435,7 @@ def normalize(data, base_dir=None, check_programs=True):
 
     check_programs: resolve each NF program (adds 'program_path'); off, only its
     type is checked."""
-    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering"])
+    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
 
     if data.get("ports") is None:
@@ -439,6 +472,20 @@ def normalize(data, base_dir=None, check_programs=True):
         if c["exit"] is not None and c["exit"] not in port_idx:
             raise ConfigError(f"chains[{i}].exit", f"unknown port {c['exit']!r}" + _known(port_idx))
 
+    for i, nf in enumerate(cfg["nfs"]):
+        if nf["quota"] is not None and nf["quota"] > cfg["sluiced"]["ring_size"]:
+            raise ConfigError(f"nfs[{i}].quota", f"{nf['quota']} is more than sluiced.ring_size "
+                                                 f"{cfg['sluiced']['ring_size']} (an NF can hold at most a ring)")
+        if nf["may_send"] != "any":
+            for j, x in enumerate(nf["may_send"]):
+                if x not in nf_idx and x not in port_idx:
+                    raise ConfigError(f"nfs[{i}].may_send[{j}]", f"unknown service or port {x!r}"
+                                      + _known(set(nf_idx) | set(port_idx)))
+
+    domains = _domains(data.get("domains"), cfg)
+    if domains:  # absent: only the default domain
+        cfg["domains"] = domains
+
     # steering (docs/steering.md): services are the NF names plus those the chains name
     services = set(nf_idx)
     rules = data.get("rules")
@@ -454,6 +501,43 @@ def normalize(data, base_dir=None, check_programs=True):
         raise ConfigError("sluiced.max_nfs", f"{len(instance_names(cfg))} NF instances configured "
                                              f"but max_nfs is {cfg['sluiced']['max_nfs']}")
     return cfg
+
+
+def _domains(v, cfg):
+    """domains: [{name, pool_mbufs}] plus one private domain per trusted: false NF; checks every
+    nfs[].domain. The list sluiced gets (domain 0, "default", is implicit: sluiced.pool_mbufs)."""
+    v = [] if v is None else _list(v, "domains")
+    out, seen = [], {"default": None}
+    private = {nf["name"]: i for i, nf in enumerate(cfg["nfs"]) if not nf["trusted"]}
+    for i, d in enumerate(v):
+        path = f"domains[{i}]"
+        _mapping(d, path, ["name", "pool_mbufs"])
+        if "name" not in d:
+            raise ConfigError(f"{path}.name", "required")
+        name = _name(d["name"], f"{path}.name")
+        if name == "default":
+            raise ConfigError(f"{path}.name", "'default' always exists (it holds the ports); size it with "
+                                              "sluiced.pool_mbufs")
+        if name in seen:
+            raise ConfigError(f"{path}.name", f"duplicate domain {name!r}")
+        if name in private:
+            raise ConfigError(f"{path}.name", f"{name!r} is the private domain of nfs[{private[name]}] "
+                                              "(trusted: false); choose another name")
+        seen[name] = i
+        out.append({"name": name, "pool_mbufs": _int(d.get("pool_mbufs", 4096), f"{path}.pool_mbufs",
+                                                     1024, 1048576)})
+    ring = cfg["sluiced"]["ring_size"]
+    for i, nf in enumerate(cfg["nfs"]):
+        if not nf["trusted"]:
+            out.append({"name": nf["name"],
+                        "pool_mbufs": nf.get("pool_mbufs") or min(1048576, max(1024, 2 * nf["instances"] * ring))})
+        elif nf["domain"] not in seen:
+            raise ConfigError(f"nfs[{i}].domain", f"unknown domain {nf['domain']!r}"
+                                                  + _known(set(seen)))
+    if len(out) + 1 > MAX_DOMAINS:
+        raise ConfigError("domains", f"{len(out) + 1} trust domains (default, {len(v)} named, "
+                                     f"{len(out) - len(v)} private for trusted: false NFs); at most {MAX_DOMAINS}")
+    return out
 
 
 def _known(idx):
@@ -472,13 +556,34 @@ def instance_names(cfg):
     return [(f"{nf['name']}.{i}", nf) for nf in cfg["nfs"] for i in range(nf["instances"])]
 
 
-def to_sluiced_json(cfg, socket_dir=None, indent=2):
+def new_tokens(cfg):
+    """A fresh random attach token per service (docs/abi.md "Service tokens"): 32 hex characters."""
+    return {nf["name"]: secrets.token_hex(16) for nf in cfg["nfs"]}
+
+
+def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     """The JSON text handed to `sluiced --config`: the normalized config with
     supervisor-only fields (resolved program paths) removed. socket_dir, when
-    given, overrides sluiced.socket_dir."""
+    given, overrides sluiced.socket_dir. tokens ({service: token}, new_tokens()): sluiced
+    refuses NFs without their service's token (`sluiced.attach: token`; `sluice up` always
+    passes them). Each NF's `may_send` becomes {"services", "ports"} (what it may name besides
+    its chains' next services, exits and ingress ports, which sluiced derives from its live
+    chains) or "any"."""
     out = copy.deepcopy(cfg)
     if socket_dir is not None:
         out["sluiced"]["socket_dir"] = socket_dir
+    ports = {p["name"] for p in cfg["ports"]}
+    services = {nf["name"] for nf in cfg["nfs"]}
+    if tokens is not None:
+        out["sluiced"]["attach"] = "token"
     for nf in out["nfs"]:
         nf.pop("program_path", None)
+        ms = nf.get("may_send", [])
+        if ms != "any":
+            nf["may_send"] = {"services": [x for x in ms if x in services],
+                              "ports": [x for x in ms if x in ports]}
+        if nf.get("quota") is None:
+            nf.pop("quota", None)
+        if tokens is not None:
+            nf["token"] = tokens[nf["name"]]
     return json.dumps(out, indent=indent, sort_keys=False) + "\n"

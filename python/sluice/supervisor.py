@@ -321,6 +321,7 @@ class Supervisor:
         self.started_wall = time.time()
         self.cpu_weights = None  # CpuWeights once an NF has a cpu_weight
         self.uids = sandbox.UidPool()  # the strict NFs' own uids
+        self.tokens = sconfig.new_tokens(cfg)  # {service: attach token}, in config.json and SLUICE_NF_TOKEN
 
     # -- checks before anything starts
     def check_not_running(self):
@@ -346,8 +347,12 @@ class Supervisor:
                 os.unlink(p)
             except FileNotFoundError:
                 pass
-        with open(self.json_path, "w") as f:
-            f.write(sconfig.to_sluiced_json(self.cfg, socket_dir=self.socket_dir))
+        # Each service's attach token (docs/abi.md "Service tokens") is in config.json, which only
+        # root (sluiced's user) may read: 0600 from its creation on.
+        fd = os.open(self.json_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(sconfig.to_sluiced_json(self.cfg, socket_dir=self.socket_dir, tokens=self.tokens))
 
     # -- signals
     def install_signals(self):
@@ -423,6 +428,7 @@ class Supervisor:
             "SLUICE_NF_SOCKET": self.nf_sock,
             "SLUICE_NF_NAME": name,
             "SLUICE_NF_SERVICE": nf["name"],
+            "SLUICE_NF_TOKEN": self.tokens[nf["name"]],
             "SLUICE_NF_WAKEUP": nf["wakeup"],
             "SLUICE_NF_BATCH": str(nf["batch"]),
             "SLUICE_NF_TIMEOUT_US": str(nf["timeout_us"]),

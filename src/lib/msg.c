@@ -50,7 +50,7 @@ static int check_fields(const struct sl_msg *m)
 	case SL_MSG_ADD_REGION: {
 		const struct sl_msg_add_region *r = &m->u.add_region;
 		return r->size > 0 && r->buf_size > 0 && r->headroom < r->buf_size &&
-		       r->index < SL_REGION_MAX;
+		       r->index < SL_REGION_MAX && (r->flags & ~SL_REGION_F__ALL) == 0 && r->pad == 0;
 	}
 	case SL_MSG_ADD_RING: {
 		const struct sl_msg_add_ring *r = &m->u.add_ring;

@@ -220,7 +220,9 @@ static int add_region(struct sl_nf *nf, const struct sl_msg_add_region *r, int f
 	else if (r->size > SIZE_MAX || !fd_size_at_least(fd, r->size))
 		err = SL_ERR_MAP;
 	else {
-		void *p = mmap(NULL, (size_t)r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		/* access: ro -- the fd is read-only; a write through this map faults in this NF only */
+		int prot = r->flags & SL_REGION_F_RO ? PROT_READ : PROT_READ | PROT_WRITE;
+		void *p = mmap(NULL, (size_t)r->size, prot, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			err = SL_ERR_MAP;
 		else {
@@ -330,6 +332,10 @@ static int build_init(const struct sl_nf_config *cfg, struct sl_msg *m)
 	m->u.init.batch = cfg->batch;
 	m->u.init.timeout_us = cfg->timeout_us;
 	m->u.init.pid = (uint32_t)getpid();
+	size_t tl = strnlen(cfg->token, sizeof(cfg->token));
+	if (tl > SL_TOKEN_MAX)
+		return SL_ERR_FIELD;
+	memcpy(m->u.init.token, cfg->token, tl); /* NUL-padded: the body is zero-filled */
 	/* catch a bad config here, with the same rules the manager applies */
 	return sl_msg_check(m, sizeof(*m), 0, SL_MSG_INIT);
 }
@@ -863,6 +869,12 @@ int sl_nf_config_from_env(struct sl_nf_config *cfg)
 			cfg->sandbox = SL_SANDBOX_STRICT;
 		else
 			rc = env_bad("SLUICE_NF_SANDBOX", v, "expected strict or none");
+	}
+	if ((v = getenv("SLUICE_NF_TOKEN")) != NULL) { /* the service's attach token (docs/abi.md) */
+		if (strlen(v) > SL_TOKEN_MAX)
+			rc = env_bad("SLUICE_NF_TOKEN", "...", "expected at most 32 characters");
+		else
+			snprintf(cfg->token, sizeof(cfg->token), "%s", v);
 	}
 	uint32_t fd = 0;
 	if (getenv("SLUICE_NF_FD") != NULL) {

@@ -190,6 +190,25 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 			return;
 		}
 	}
+	if (M.cfg.attach_token) { /* docs/abi.md "Service tokens" */
+		int ci = -1;
+		for (unsigned i = 0; i < M.cfg.nservices && ci < 0; i++)
+			if (!strcmp(M.cfg.services[i], in->service))
+				ci = (int)i;
+		const struct cfg_auth *a = ci >= 0 ? &M.cfg.auth[ci] : NULL;
+		uint8_t diff = a && a->has_token ? 0 : 1; /* constant time: every byte is compared */
+		for (unsigned i = 0; i < SL_TOKEN_MAX; i++)
+			diff |= (uint8_t)(in->token[i] ^ (a ? a->token[i] : 0));
+		if (ci < 0 || diff) {
+			char why[SL_REASON_MAX];
+			snprintf(why, sizeof(why), ci < 0 ? "service '%s' is not in sluiced's config"
+						 : "wrong attach token for service '%s' (SLUICE_NF_TOKEN)", in->service);
+			M.attach_refused[ci < 0 ? 0 : 1]++;
+			snprintf(nf->name, sizeof(nf->name), "%s", in->name);
+			nf_detach(nf, SL_ERR_PERM, why);
+			return;
+		}
+	}
 	int svc = service_get_or_create(in->service);
 	if (svc < 0) {
 		nf_detach(nf, SL_ERR_LIMIT, "too many services");
@@ -197,6 +216,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 	}
 	snprintf(nf->name, sizeof(nf->name), "%s", in->name);
 	nf->service = (uint16_t)svc;
+	/* its trust domain and access (docs/abi.md "Trust domains"); a service not in the config: default, rw */
+	config_service_domain(&M.cfg, in->service, &nf->domain, &nf->ro);
 	nf->wakeup = in->wakeup;
 	nf->batch = in->batch ? in->batch : 1;
 	nf->timeout_us = in->timeout_us;
@@ -207,13 +228,18 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		nf_detach(nf, (uint32_t)rc, "could not allocate rings");
 		return;
 	}
+	for (unsigned i = 0; i < M.cfg.nservices; i++) /* nfs[].quota: its lending budget, <= its ring */
+		if (M.cfg.auth && M.cfg.auth[i].quota && !strcmp(M.cfg.services[i], M.services[nf->service].name))
+			nf->lend_max = M.cfg.auth[i].quota;
 	struct sl_msg out;
 	sl_msg_init(&out, SL_MSG_ADD_REGION);
-	out.u.add_region = (struct sl_msg_add_region){ .size = M.region.size, .index = 0,
-						       .buf_count = M.region.nbufs,
-						       .buf_size = M.region.buf_size,
-						       .headroom = M.region.headroom };
-	int ok = send_msg(nf->sock, &out, &M.region.fd, 1) == 0;
+	/* only its own domain's region: its descriptors carry that index */
+	const struct region *reg = M.regions[nf->domain];
+	out.u.add_region = (struct sl_msg_add_region){ .size = reg->size, .index = reg->index,
+						       .buf_count = reg->nbufs, .buf_size = reg->buf_size,
+						       .headroom = reg->headroom,
+						       .flags = nf->ro ? SL_REGION_F_RO : 0 };
+	int ok = send_msg(nf->sock, &out, nf->ro ? &reg->ro_fd : &reg->fd, 1) == 0;
 	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(M.cfg.ring_size), 4096);
 	for (uint32_t dir = 0; ok && dir < 2; dir++) {
 		sl_msg_init(&out, SL_MSG_ADD_RING);

@@ -110,7 +110,7 @@ static int check_keys(json_t *obj, const char *path, const char *const *allowed,
 static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "pool_mbufs", "ring_size", "max_nfs", "huge_pages",
-					    "lcores", "socket_dir", NULL };
+					    "lcores", "socket_dir", "attach", NULL };
 	if (!json_is_object(s))
 		return fail(err, errlen, "sluiced: must be an object");
 	if (check_keys(s, "sluiced", keys, err, errlen) ||
@@ -130,6 +130,13 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 		else
 			return fail(err, errlen, "sluiced.huge_pages: must be auto, on or off");
 	}
+	json_t *at = json_object_get(s, "attach");
+	if (at) {
+		const char *v = json_is_string(at) ? json_string_value(at) : "";
+		if (strcmp(v, "token") && strcmp(v, "open"))
+			return fail(err, errlen, "sluiced.attach: must be token or open");
+		c->attach_token = !strcmp(v, "token");
+	}
 	json_t *l = json_object_get(s, "lcores");
 	if (l) {
 		if (!json_is_string(l) || json_string_length(l) >= sizeof(c->lcores) || json_string_length(l) == 0)
@@ -142,12 +149,127 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* domains: [{name, pool_mbufs}] after the built-in "default" (domain 0, sized by sluiced.pool_mbufs). */
+static int parse_domains(json_t *list, struct config *c, char *err, size_t errlen)
+{
+	c->ndomains = 1;
+	snprintf(c->domains[0].name, SL_NAME_LEN, "default");
+	c->domains[0].pool_mbufs = c->pool_mbufs;
+	if (!list)
+		return 0;
+	if (!json_is_array(list))
+		return fail(err, errlen, "domains: must be a list");
+	if (json_array_size(list) > SL_MAX_DOMAINS - 1)
+		return fail(err, errlen, "domains: at most %d domains besides default", SL_MAX_DOMAINS - 1);
+	static const char *const keys[] = { "name", "pool_mbufs", NULL };
+	size_t i;
+	json_t *v;
+	char where[32];
+	json_array_foreach(list, i, v) {
+		struct cfg_domain *d = &c->domains[c->ndomains];
+		snprintf(where, sizeof(where), "domains[%zu]", i);
+		if (!json_is_object(v))
+			return fail(err, errlen, "%s: must be an object", where);
+		d->pool_mbufs = 4096;
+		if (check_keys(v, where, keys, err, errlen) || get_name(v, "name", where, d->name, true, err, errlen) ||
+		    get_uint_at(v, where, "pool_mbufs", &d->pool_mbufs, 1024, 1u << 20, err, errlen))
+			return -1;
+		for (unsigned k = 0; k < c->ndomains; k++)
+			if (!strcmp(c->domains[k].name, d->name))
+				return fail(err, errlen, "%s.name: duplicate domain name '%s'", where, d->name);
+		c->ndomains++;
+	}
+	return 0;
+}
+
+/* nfs[].domain (default "default") and nfs[].access (rw | ro) of declared service `i`. */
+static int parse_nf_domain(json_t *v, const char *where, struct config *c, unsigned i, char *err, size_t errlen)
+{
+	char name[SL_NAME_LEN];
+	if (get_name(v, "domain", where, name, false, err, errlen))
+		return -1;
+	c->service_domain[i] = 0;
+	if (name[0]) {
+		unsigned k = 0;
+		while (k < c->ndomains && strcmp(c->domains[k].name, name))
+			k++;
+		if (k == c->ndomains)
+			return fail(err, errlen, "%s.domain: unknown domain '%s'", where, name);
+		c->service_domain[i] = (uint8_t)k;
+	}
+	json_t *a = json_object_get(v, "access");
+	const char *as = json_is_string(a) ? json_string_value(a) : NULL;
+	if (a && !json_is_null(a) && !(as && (!strcmp(as, "rw") || !strcmp(as, "ro"))))
+		return fail(err, errlen, "%s.access: must be rw or ro", where);
+	c->service_ro[i] = as && !strcmp(as, "ro");
+	return 0;
+}
+
+bool config_service_domain(const struct config *c, const char *service, uint8_t *domain, bool *ro)
+{
+	*domain = 0;
+	*ro = false;
+	for (unsigned i = 0; i < c->nservices; i++)
+		if (!strcmp(c->services[i], service)) {
+			*domain = c->service_domain[i];
+			*ro = c->service_ro[i] != 0;
+			return true;
+		}
+	return false;
+}
+
 static int find_port(const struct config *c, const char *name)
 {
 	for (unsigned i = 0; i < c->nports; i++)
 		if (!strcmp(c->ports[i].name, name))
 			return (int)i;
 	return -1;
+}
+
+/* nfs[i].token, .quota, .may_send (docs/abi.md "Service tokens" and "Next hops"). */
+static int parse_nf_auth(json_t *v, const char *where, struct config *c, struct cfg_auth *a, char *err,
+			 size_t errlen)
+{
+	a->may_any = true;
+	json_t *t = json_object_get(v, "token");
+	if (t && !json_is_null(t)) {
+		if (!json_is_string(t) || json_string_length(t) == 0 || json_string_length(t) > SL_TOKEN_MAX)
+			return fail(err, errlen, "%s.token: must be a string of 1..%d characters", where, SL_TOKEN_MAX);
+		a->has_token = true;
+		memcpy(a->token, json_string_value(t), json_string_length(t));
+	}
+	if (get_uint_at(v, where, "quota", &a->quota, 1, c->ring_size, err, errlen))
+		return -1;
+	json_t *ms = json_object_get(v, "may_send");
+	if (!ms || json_is_null(ms) || (json_is_string(ms) && !strcmp(json_string_value(ms), "any")))
+		return 0;
+	if (!json_is_object(ms))
+		return fail(err, errlen, "%s.may_send: must be \"any\" or {\"services\": [...], \"ports\": [...]}", where);
+	static const char *const keys[] = { "services", "ports", NULL };
+	if (check_keys(ms, where, keys, err, errlen))
+		return -1;
+	a->may_any = false;
+	json_t *sv = json_object_get(ms, "services"), *pv = json_object_get(ms, "ports");
+	if ((sv && !json_is_array(sv)) || (pv && !json_is_array(pv)))
+		return fail(err, errlen, "%s.may_send: services and ports must be lists of names", where);
+	size_t i;
+	json_t *x;
+	a->svc = calloc(json_array_size(sv) + 1, sizeof(*a->svc));
+	if (!a->svc)
+		return fail(err, errlen, "out of memory");
+	json_array_foreach(sv, i, x) {
+		if (!json_is_string(x) || !config_valid_name(json_string_value(x)))
+			return fail(err, errlen, "%s.may_send.services[%zu]: must be a service name", where, i);
+		strcpy(a->svc[a->nsvc++], json_string_value(x));
+	}
+	json_array_foreach(pv, i, x) {
+		int pi = json_is_string(x) ? find_port(c, json_string_value(x)) : -1;
+		if (pi < 0)
+			return fail(err, errlen, "%s.may_send.ports[%zu]: unknown port '%s'", where, i,
+				    json_is_string(x) ? json_string_value(x) : "?");
+		a->ports |= 1ull << pi;
+	}
+	return 0;
 }
 
 static int find_chain(const struct config *c, const char *name)
@@ -177,7 +299,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		fail(err, errlen, "config: top level must be an object");
 		goto out;
 	}
-	static const char *const top[] = { "sluiced", "ports", "chains", "nfs", "rules", "steering", NULL };
+	static const char *const top[] = { "sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", NULL };
 	if (check_keys(root, "config", top, err, errlen))
 		goto out;
 	json_t *s = json_object_get(root, "sluiced");
@@ -190,6 +312,8 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		     c->ring_size, c->pool_mbufs);
 		goto out;
 	}
+	if (parse_domains(json_object_get(root, "domains"), c, err, errlen))
+		goto out;
 	json_t *ports = json_object_get(root, "ports");
 	if (!json_is_array(ports) || json_array_size(ports) == 0) {
 		fail(err, errlen, "ports: must be a non-empty list");
@@ -245,6 +369,9 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	}
 	c->services = calloc(json_array_size(nfs) + 1, sizeof(*c->services));
 	c->service_policy = calloc(json_array_size(nfs) + 1, 1);
+	c->auth = calloc(json_array_size(nfs) + 1, sizeof(*c->auth));
+	c->service_domain = calloc(json_array_size(nfs) + 1, 1);
+	c->service_ro = calloc(json_array_size(nfs) + 1, 1);
 	json_array_foreach(nfs, i, v) {
 		snprintf(where, sizeof(where), "nfs[%zu]", i);
 		if (!json_is_object(v)) {
@@ -260,6 +387,10 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			goto out;
 		}
 		c->service_policy[c->nservices] = (uint8_t)p;
+		if (parse_nf_auth(v, where, c, &c->auth[c->nservices], err, errlen))
+			goto out;
+		if (parse_nf_domain(v, where, c, c->nservices, err, errlen))
+			goto out;
 		c->nservices++;
 	}
 
@@ -350,8 +481,15 @@ void config_free(struct config *c)
 		free(c->chains[i].svc);
 	free(c->chains);
 	free(c->services);
+	for (unsigned i = 0; c->auth && i < c->nservices + 1; i++)
+		free(c->auth[i].svc);
+	free(c->auth);
+	c->auth = NULL;
 	free(c->service_policy);
 	c->service_policy = NULL;
+	free(c->service_domain);
+	free(c->service_ro);
+	c->service_domain = c->service_ro = NULL;
 	json_decref(c->rules);
 	json_decref(c->malformed);
 	c->rules = c->malformed = NULL;

@@ -169,6 +169,8 @@ static json_t *j_port_full(unsigned i)
 	json_object_set_new(j, "malformed", json_integer((json_int_t)M.ports[i].st.malformed));
 	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 ||
 						     M.steer->poll_port[i]));
+	if (M.ports[i].own_pool) /* net_af_xdp: received into its own pool, copied into region 0 */
+		json_object_set_new(j, "rx_copied", json_integer((json_int_t)M.ports[i].rx_copied));
 	return j;
 }
 
@@ -219,6 +221,8 @@ static json_t *j_nfs(void)
 				     (json_int_t)nf->st.drop_ring_full, "invalid_desc", (json_int_t)nf->st.drop_invalid);
 		json_object_set_new(j, "queued", json_integer(nf_queued(nf)));
 		json_object_set_new(j, "draining", json_boolean(nf->draining));
+		json_object_set_new(j, "domain", json_string(M.regions[nf->domain]->name));
+		json_object_set_new(j, "access", json_string(nf->ro ? "ro" : "rw"));
 		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
 	}
@@ -252,10 +256,58 @@ static uint64_t lent_total(void)
 	return n;
 }
 
+/* Every domain's pool together: whole when free == mbufs. */
 static json_t *j_pool(void)
 {
-	return json_pack("{s:I,s:I,s:I}", "mbufs", (json_int_t)M.region.nbufs, "free",
-			 (json_int_t)rte_mempool_avail_count(M.region.pool), "lent", (json_int_t)lent_total());
+	uint64_t mbufs = 0, avail = 0;
+	for (unsigned d = 0; d < M.nregions; d++) {
+		mbufs += M.regions[d]->nbufs;
+		avail += rte_mempool_avail_count(M.regions[d]->pool);
+	}
+	return json_pack("{s:I,s:I,s:I}", "mbufs", (json_int_t)mbufs, "free", (json_int_t)avail, "lent",
+			 (json_int_t)lent_total());
+}
+
+/* Trust domains (docs/api.md "domains"): each one's region and pool, and its NFs' loans. */
+static json_t *j_domains(void)
+{
+	json_t *a = json_array();
+	for (unsigned d = 0; d < M.nregions; d++) {
+		const struct region *r = M.regions[d];
+		uint64_t lent = 0, nfs = 0;
+		for (uint32_t i = 0; i < M.max_nfs; i++)
+			if (M.nfs[i].state == NF_ATTACHED && M.nfs[i].domain == d) {
+				lent += M.nfs[i].lent;
+				nfs++;
+			}
+		json_array_append_new(a, json_pack("{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "id", (json_int_t)d, "name",
+						   r->name, "region_bytes", (json_int_t)r->size, "mbufs",
+						   (json_int_t)r->nbufs, "free",
+						   (json_int_t)rte_mempool_avail_count(r->pool), "lent", (json_int_t)lent,
+						   "nfs", (json_int_t)nfs, "huge_pages", r->huge));
+	}
+	return a;
+}
+
+/* Packets copied across trust-domain boundaries, per (from, to) pair that saw any. */
+static json_t *j_copies(void)
+{
+	json_t *a = json_array();
+	for (unsigned f = 0; f < M.nregions; f++)
+		for (unsigned t = 0; t < M.nregions; t++) {
+			const struct domain_pair_stats *ps = &M.copies[f][t];
+			uint64_t n = __atomic_load_n(&ps->packets, __ATOMIC_RELAXED);
+			uint64_t nb = __atomic_load_n(&ps->no_buffer, __ATOMIC_RELAXED);
+			if (n == 0 && nb == 0)
+				continue;
+			uint64_t timed = __atomic_load_n(&ps->timed, __ATOMIC_RELAXED);
+			double ns = (double)__atomic_load_n(&ps->cycles, __ATOMIC_RELAXED) * 1e9 / (double)M.tsc_hz;
+			json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I}", "from", M.regions[f]->name,
+							   "to", M.regions[t]->name, "packets", (json_int_t)n, "bytes",
+							   (json_int_t)ps->bytes, "no_buffer", (json_int_t)nb, "timed",
+							   (json_int_t)timed, "timed_ns", (json_int_t)ns));
+		}
+	return a;
 }
 
 static json_t *j_status(void)
@@ -263,14 +315,23 @@ static json_t *j_status(void)
 	uint32_t nnf = 0;
 	for (uint32_t i = 0; i < M.max_nfs; i++)
 		nnf += M.nfs[i].state == NF_ATTACHED;
-	return json_pack("{s:b,s:s,s:I,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ok", 1, "version",
+	/* memory over every trust domain; "domains" has each one's region and pool */
+	uint64_t bytes = 0, mbufs = 0, avail = 0;
+	for (unsigned d = 0; d < M.nregions; d++) {
+		bytes += M.regions[d]->size;
+		mbufs += M.regions[d]->nbufs;
+		avail += rte_mempool_avail_count(M.regions[d]->pool);
+	}
+	json_t *j = json_pack("{s:b,s:s,s:I,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ok", 1, "version",
 			 SLUICED_VERSION, "pid", (json_int_t)getpid(), "uptime_s",
 			 (json_int_t)((now_ms() - M.started_ms) / 1000), "huge_pages", M.region.huge,
-			 "region_bytes", (json_int_t)M.region.size, "mbufs", (json_int_t)M.region.nbufs,
-			 "mbufs_free", (json_int_t)rte_mempool_avail_count(M.region.pool), "mbufs_lent",
+			 "region_bytes", (json_int_t)bytes, "mbufs", (json_int_t)mbufs,
+			 "mbufs_free", (json_int_t)avail, "mbufs_lent",
 			 (json_int_t)lent_total(), "nf_count", (json_int_t)nnf, "port_count",
 			 (json_int_t)M.nports, "chain_count", (json_int_t)M.route->nchains, "worker_lcore",
 			 (json_int_t)M.worker_lcore, "max_nfs", (json_int_t)M.max_nfs);
+	json_object_set_new(j, "domains", j_domains());
+	return j;
 }
 
 static json_t *j_active_set(void)
@@ -290,7 +351,11 @@ static json_t *j_violations(void)
 		json_object_set_new(inv, sl_desc_verdict_key(v), json_integer((json_int_t)M.invalid[v]));
 	for (int e = NF_RING_OK + 1; e < NF_RING__COUNT; e++)
 		json_object_set_new(ring, nf_ring_err_key(e), json_integer((json_int_t)M.ring_faults[e]));
-	return json_pack("{s:o,s:o}", "invalid_desc", inv, "ring", ring);
+	json_t *att = json_pack("{s:I,s:I}", "unknown_service", (json_int_t)M.attach_refused[0], "bad_token",
+				(json_int_t)M.attach_refused[1]);
+	json_t *quota = json_pack("{s:I,s:I}", "nf", (json_int_t)M.quota_drops[0], "domain",
+				  (json_int_t)M.quota_drops[1]);
+	return json_pack("{s:o,s:o,s:o,s:o}", "invalid_desc", inv, "ring", ring, "attach", att, "quota", quota);
 }
 
 static json_t *error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -568,6 +633,79 @@ static json_t *cmd_classify(json_t *req)
 	return ok_with("results", out);
 }
 
+/* Every buffer in exactly one place (audit.c): free, lent to one NF, or staged. */
+static json_t *cmd_pool_audit(void)
+{
+	uint32_t nb = 0, most = 0; /* every region's buffers, one index (audit.c audit_base) */
+	for (unsigned r = 0; r < M.nregions; r++)
+		if (M.regions[r]) {
+			nb += M.regions[r]->nbufs;
+			most = M.regions[r]->nbufs > most ? M.regions[r]->nbufs : most;
+		}
+	struct pool_audit a = { .cap = 2 * most + 2 * SL_BURST };
+	a.objs = calloc(a.cap, sizeof(*a.objs));
+	a.cnt = calloc(nb, 1);
+	a.loc = calloc(nb, 1);
+	a.owned = calloc(M.max_nfs, sizeof(*a.owned));
+	json_t *res;
+	if (!a.objs || !a.cnt || !a.loc || !a.owned) {
+		res = error("pool_audit: out of memory");
+		goto out;
+	}
+	struct wcmd c = { .type = WCMD_POOL_AUDIT, .arg = &a };
+	worker_call(&c);
+	json_t *dup = json_array(), *missing = json_array(), *mism = json_array();
+	uint32_t ndup = 0, nmissing = 0;
+	static const char *const where[] = { "free", "lent", "staged", "port" };
+	for (uint32_t b = 0; b < nb; b++) {
+		if (a.cnt[b] == 0 && nmissing++ < AUDIT_LIST_MAX)
+			json_array_append_new(missing, json_integer(b));
+		if (a.cnt[b] > 1 && ndup++ < AUDIT_LIST_MAX) {
+			json_t *w = json_array();
+			for (int k = 0; k < 4; k++)
+				if (a.loc[b] & (1 << k))
+					json_array_append_new(w, json_string(where[k]));
+			json_array_append_new(dup, json_pack("{s:I,s:I,s:o}", "buf", (json_int_t)b, "places",
+							     (json_int_t)a.cnt[b], "in", w));
+		}
+	}
+	for (uint32_t i = 0; i < a.nmismatch; i++)
+		json_array_append_new(mism, json_pack("{s:s,s:I,s:I}", "nf", M.nfs[a.mismatch_nf[i]].name, "lent",
+						      (json_int_t)a.mismatch_lent[i], "ledger",
+						      (json_int_t)a.mismatch_owned[i]));
+	bool ok = ndup == 0 && nmissing == 0 && a.nmismatch == 0 && a.foreign == 0 && a.bad_owner == 0;
+	res = json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "ok", 1, "whole", ok, "mbufs",
+			(json_int_t)nb, "free", (json_int_t)a.free, "lent", (json_int_t)a.lent, "staged",
+			(json_int_t)(a.staged + a.port_staged), "foreign", (json_int_t)a.foreign, "bad_owner",
+			(json_int_t)a.bad_owner, "n_duplicates", (json_int_t)ndup, "n_missing", (json_int_t)nmissing,
+			"duplicates", dup, "missing", missing, "lent_mismatch", mism);
+	if (!ok)
+		LOG("control: pool audit: %u duplicates, %u missing, %u NFs whose lent disagrees with the ledger, "
+		    "%u foreign objects, %u buffers owned by no NF", ndup, nmissing, a.nmismatch, a.foreign, a.bad_owner);
+out:
+	free(a.objs);
+	free(a.cnt);
+	free(a.loc);
+	free(a.owned);
+	return res;
+}
+
+/* --test-hooks only: break something on purpose so the tests can see the audit catch it. */
+static json_t *cmd_test_hook(json_t *req)
+{
+	if (!M.test_hooks)
+		return error("field 'cmd': unknown command 'test_hook' (sluiced runs without --test-hooks)");
+	json_t *w = json_object_get(req, "what");
+	if (!json_is_string(w) || strcmp(json_string_value(w), "double_free"))
+		return error("test_hook: field 'what': must be double_free");
+	struct wcmd c = { .type = WCMD_TEST_HOOK, .nf = TEST_HOOK_DOUBLE_FREE };
+	worker_call(&c);
+	if (c.result == UINT32_MAX)
+		return error("test_hook: the pool is empty");
+	LOG("control: test hook: buffer %u freed twice on purpose", c.result);
+	return json_pack("{s:b,s:I}", "ok", 1, "buf", (json_int_t)c.result);
+}
+
 static json_t *dispatch(json_t *req, bool *shutdown)
 {
 	if (!json_is_object(req))
@@ -593,9 +731,14 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 				 (json_int_t)d->invalid_desc, "tx_full", (json_int_t)d->tx_full, "rx_invalid",
 				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
 				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached, "no_buffer", (json_int_t)d->no_buffer, "backpressure", (json_int_t)d->backpressure);
+		json_object_set_new(json_object_get(st, "drops"), "quota", json_integer((json_int_t)d->quota));
 		json_object_set_new(st, "flows", j_flows());
 		json_object_set_new(st, "active_set", j_active_set());
+		json_object_set_new(st, "doorbell_epoll", json_pack("{s:I,s:I}", "polls", (json_int_t)M.bell_polls,
+								    "events", (json_int_t)M.bell_events));
 		json_object_set_new(st, "violations", j_violations());
+		json_object_set_new(st, "domains", j_domains());
+		json_object_set_new(st, "copies", j_copies());
 		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)M.out_set.packets,
 							      "frames", (json_int_t)M.out_set.frames, "copies",
 							      (json_int_t)M.out_set.copies));
@@ -621,12 +764,16 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return cmd_rules_set(req);
 	if (!strcmp(c, "classify"))
 		return cmd_classify(req);
+	if (!strcmp(c, "pool_audit"))
+		return cmd_pool_audit();
+	if (!strcmp(c, "test_hook"))
+		return cmd_test_hook(req);
 	if (!strcmp(c, "shutdown")) {
 		*shutdown = true;
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
-		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, shutdown)", c);
+		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, shutdown)", c);
 }
 
 static int reply(struct ctl_conn *c, json_t *resp)

@@ -294,8 +294,9 @@ static void flush_nf(struct nf *nf)
 	}
 	/* Delivered: from now on (and not before) the NF may return these buffers, once each. */
 	uint64_t bytes = 0;
+	struct region *r = M.regions[nf->domain];
 	for (uint32_t i = 0; i < n; i++) {
-		sl_lend_deliver(&M.region.lend, nf->stage[i].buf, id);
+		sl_lend_deliver(&r->lend, nf->stage[i].buf, id);
 		bytes += nf->stage[i].len;
 	}
 	nf->lent += n;
@@ -304,7 +305,8 @@ static void flush_nf(struct nf *nf)
 	nf->st.rx_pkts += n;
 	nf->st.rx_bytes += bytes;
 	for (uint32_t i = n; i < nf->nstage; i++) /* staged, never the NF's: the manager's to free */
-		drop(M.region.bufs[nf->stage[i].buf]);
+		drop(r->bufs[nf->stage[i].buf]);
+	M.dom_held[nf->domain] -= nf->nstage - n;
 	if (unlikely(nf->fault)) { /* disconnected for a ring violation: its packets have no NF */
 		M.services[nf->service].drop_nf_gone += nf->nstage - n;
 		M.drops.nf_gone += nf->nstage - n;
@@ -399,11 +401,13 @@ static void doorbells(uint64_t now)
 	next_bell_check = now + M.tsc_hz / 50000;
 	struct epoll_event ev[64];
 	int n = epoll_wait(bell_ep, ev, 64, 0);
+	M.bell_polls++;
+	M.bell_events += n > 0 ? (uint64_t)n : 0;
+	/* Edge-triggered (EPOLLET, every write is an edge) and never read: a doorbell costs one event in
+	 * this call and no system call of its own, and an NF ringing in a loop costs no more than one
+	 * ringing once -- at most one event per 20 us, acted on only while the NF is parked. */
 	for (int i = 0; i < n; i++) {
 		struct nf *nf = &M.nfs[ev[i].data.u32];
-		uint64_t v;
-		if (read(nf->tx_kick_fd, &v, sizeof(v)) < 0) { /* EAGAIN: rung and already read */
-		}
 		if (nf->active && nf->set == NF_SET_PARKED) {
 			M.doorbells++;
 			set_enter(nf, NF_SET_BUSY);
@@ -500,24 +504,65 @@ static inline bool backpressure(const struct chain *ch, struct rte_mbuf *m)
 	return false;
 }
 
+/* The next hop is an NF of another trust domain (netmap VALE's rule): the packet is copied into a
+ * buffer of that domain's region and the source buffer freed; counted per (from, to) pair. An empty
+ * target pool drops the packet (drops.no_buffer and the pair's no_buffer): a domain that hoards
+ * buffers starves only itself. Returns the copy, or NULL (m freed either way). */
+static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
+{
+	struct domain_pair_stats *ps = &M.copies[mbuf_region(m) & (SL_MAX_DOMAINS - 1)][to->index];
+	bool timed = (ps->packets & 15) == 0;
+	uint64_t t0 = timed ? rte_rdtsc() : 0;
+	struct rte_mbuf *c = region_copy_in(to, m);
+	if (timed && likely(c != NULL)) {
+		ps->cycles += rte_rdtsc() - t0;
+		ps->timed++;
+	}
+	if (unlikely(!c)) {
+		ps->no_buffer++;
+		M.drops.no_buffer++;
+		drop(m);
+		return NULL;
+	}
+	ps->packets++;
+	ps->bytes += c->data_len;
+	drop(m);
+	return c;
+}
+
 /* Stage a packet's descriptor for NF `id`. */
 static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
 {
 	struct nf *nf = &M.nfs[id];
 	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
-		nf->st.drop_ring_full++;
-		M.drops.ring_full++;
+		if (nf->lend_max < M.cfg.ring_size) { /* its quota (nfs[].quota), not its ring */
+			M.quota_drops[0]++;
+			M.drops.quota++;
+		} else {
+			nf->st.drop_ring_full++;
+			M.drops.ring_full++;
+		}
 		drop(m);
 		return;
 	}
+	if (unlikely(M.dom_held[nf->domain] >= M.dom_max[nf->domain])) { /* the domain's NFs hold its bound */
+		M.quota_drops[1]++;
+		M.drops.quota++;
+		drop(m);
+		return;
+	}
+	struct region *r = M.regions[nf->domain];
+	if (unlikely(mbuf_region(m) != nf->domain) && !(m = cross_domain(m, r)))
+		return;
 	if (nf->nstage == SL_BURST)
 		flush_nf(nf);
 	uint32_t b = mbuf_id(m);
-	struct sl_bufstate *st = &M.region.st[b];
+	struct sl_bufstate *st = &r->st[b];
 	st->chain = chain;
 	st->hop = hop;
 	st->in_port = in_port;
-	sl_lend_stage(&M.region.lend, b, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
+	sl_lend_stage(&r->lend, b, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
+	M.dom_held[nf->domain]++;
 	nf_load_check(nf);
 	if (!nf->dirty) {
 		nf->dirty = true;
@@ -601,7 +646,7 @@ static struct rte_mbuf *out_set_copy(const struct rte_mbuf *m, int tci)
 {
 	const uint8_t *src = rte_pktmbuf_mtod(m, const uint8_t *);
 	uint32_t len = m->data_len;
-	struct rte_mbuf *c = rte_pktmbuf_alloc(M.region.pool);
+	struct rte_mbuf *c = rte_pktmbuf_alloc(M.regions[mbuf_region(m)]->pool); /* m: a returned buffer */
 	if (unlikely(!c)) {
 		M.drops.no_buffer++;
 		return NULL;
@@ -637,15 +682,18 @@ static inline bool has_outer_vlan(const struct rte_mbuf *m)
 }
 
 /* SL_ACT_OUT_SET (abi.h): the NF's port set sits just before the data. as_is ports share m (one
- * reference each), untag/tag ports get copies. Returns false if the set is invalid (caller drops). */
-static bool out_set(struct rte_mbuf *m)
+ * reference each), untag/tag ports get copies. Returns why the set is refused (caller drops): invalid,
+ * or naming a port the NF's service may not send to (au; read once with the rest of the set). */
+static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_auth *au, uint16_t in_port)
 {
 	struct sl_out_set s;
 	memcpy(&s, rte_pktmbuf_mtod(m, const uint8_t *) - sizeof(s), sizeof(s));
 	uint64_t valid = M.nports >= 64 ? ~0ull : (1ull << M.nports) - 1;
 	if (unlikely(s.magic != SL_OUT_SET_MAGIC || s.reserved || ((s.as_is | s.untag | s.tag) & ~valid) ||
 		     m->data_len < 14))
-		return false;
+		return SL_DESC_BAD_OUT_SET;
+	if (unlikely(au != NULL) && !sl_lend_ports_ok(au, s.as_is | s.untag | s.tag, in_port))
+		return SL_DESC_FORBIDDEN; /* a port its service may not send to (docs/abi.md "Next hops") */
 	M.out_set.packets++;
 	uint64_t share = s.as_is, untag = s.untag;
 	if (!has_outer_vlan(m)) { /* nothing to strip: those ports take the frame as it is */
@@ -660,7 +708,7 @@ static bool out_set(struct rte_mbuf *m)
 		}
 	}
 	for (uint64_t b = s.tag; b; b &= b - 1) {
-		struct rte_mbuf *c = m->data_len + 4u <= M.region.buf_size - M.region.headroom ? out_set_copy(m, s.tci) : NULL;
+		struct rte_mbuf *c = m->data_len + 4u <= SL_BUF_SIZE - RTE_PKTMBUF_HEADROOM ? out_set_copy(m, s.tci) : NULL;
 		if (c) {
 			M.out_set.frames++;
 			to_port((uint16_t)__builtin_ctzll(b), c);
@@ -669,20 +717,48 @@ static bool out_set(struct rte_mbuf *m)
 	unsigned n = (unsigned)__builtin_popcountll(share);
 	if (n == 0) {
 		drop(m);
-		return true;
+		return SL_DESC_OK;
 	}
 	if (n > 1)
 		rte_mbuf_refcnt_update(m, (int16_t)(n - 1));
 	M.out_set.frames += n;
 	for (uint64_t b = share; b; b &= b - 1)
 		to_port((uint16_t)__builtin_ctzll(b), m);
-	return true;
+	return SL_DESC_OK;
+}
+
+/* A frame whose outer 802.1Q tag the port left in the mbuf (VLAN_STRIP, port.c) gets it back in its
+ * data, as it was on the wire; the headroom always has the 4 bytes. */
+static inline void rx_vlan_restore(struct rte_mbuf *m)
+{
+	if (likely(!(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED)) || m->data_off < 4 || m->data_len < 12)
+		return;
+	uint8_t *p = rte_pktmbuf_mtod(m, uint8_t *) - 4;
+	memmove(p, p + 4, 12);
+	p[12] = 0x81;
+	p[13] = 0x00;
+	p[14] = (uint8_t)(m->vlan_tci >> 8);
+	p[15] = (uint8_t)m->vlan_tci;
+	m->data_off -= 4;
+	m->data_len += 4;
+	m->pkt_len += 4;
+	m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_VLAN);
 }
 
 static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, const struct route *rt)
 {
-	struct region *r = &M.region;
+	struct region *r = M.regions[nf->domain]; /* it was lent buffers of its own domain only */
 	enum sl_desc_verdict v = sl_lend_check(&r->lend, d, id, (uint16_t)M.nports, (uint16_t)M.nservices);
+	/* Next hops (docs/abi.md): only where its service may send; rt->nauth == 0 without may_send */
+	const struct sl_dest_auth *au = nf->service < rt->nauth ? &rt->auth[nf->service] : NULL;
+	if (unlikely(au != NULL) && v == SL_DESC_OK && sl_lend_dest_check(au, d, r->st[d->buf].in_port) != SL_DESC_OK)
+		v = SL_DESC_FORBIDDEN;
+	/* access: ro -- it cannot have rewritten the packet: bounds as lent (the mbuf still has them),
+	 * and no OUT_SET (its port set would be a write into the headroom) */
+	if (unlikely(nf->ro) && v == SL_DESC_OK &&
+	    (d->head != r->bufs[d->buf]->data_off || d->len != r->bufs[d->buf]->data_len ||
+	     (d->action & SL_ACT_MASK) == SL_ACT_OUT_SET))
+		v = SL_DESC_RO_CHANGED;
 	if (unlikely(v != SL_DESC_OK)) {
 		nf->st.drop_invalid++;
 		M.drops.invalid_desc++;
@@ -690,6 +766,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
 			sl_lend_return(&r->lend, d->buf);
 			nf->lent--;
+			M.dom_held[nf->domain]--;
 			drop(r->bufs[d->buf]);
 		}
 		return;
@@ -697,6 +774,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	struct rte_mbuf *m = r->bufs[d->buf];
 	sl_lend_return(&r->lend, d->buf);
 	nf->lent--;
+	M.dom_held[nf->domain]--;
 	if (unlikely(nf->overloaded))
 		nf_load_check(nf);
 	nf->st.tx_pkts++;
@@ -717,14 +795,16 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	case SL_ACT_TO_NF:
 		to_service(d->dest, m, st->chain, hop_of(rt, st->chain, d->dest), st->in_port);
 		break;
-	case SL_ACT_OUT_SET:
-		if (unlikely(!out_set(m))) {
+	case SL_ACT_OUT_SET: {
+		enum sl_desc_verdict ov = out_set(m, au, st->in_port);
+		if (unlikely(ov != SL_DESC_OK)) {
 			nf->st.drop_invalid++;
 			M.drops.invalid_desc++;
-			M.invalid[SL_DESC_BAD_OUT_SET]++;
+			M.invalid[ov]++;
 			drop(m);
 		}
 		break;
+	}
 	default: /* SL_ACT_DROP */
 		drop(m);
 		break;
@@ -771,7 +851,7 @@ static void flush_all(void)
 
 uint32_t nf_reclaim(uint32_t id)
 {
-	struct region *r = &M.region;
+	struct region *r = M.regions[M.nfs[id].domain]; /* an NF holds buffers of its own domain only */
 	uint16_t owner = (uint16_t)(id + 1);
 	uint32_t n = 0;
 	for (uint32_t b = 0; b < r->nbufs; b++) {
@@ -782,6 +862,7 @@ uint32_t nf_reclaim(uint32_t id)
 		}
 	}
 	M.nfs[id].lent = 0;
+	M.dom_held[M.nfs[id].domain] -= n;
 	M.drops.nf_detached += n;
 	return n;
 }
@@ -823,7 +904,7 @@ static void exec_cmd(struct wcmd *c)
 		s->inst[s->ninst++] = (uint16_t)c->nf;
 		nf->overloaded = false;
 		svc_saturation(s);
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = c->nf };
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = c->nf }; /* doorbells() */
 		if (epoll_ctl(bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0)
 			LOG("worker: NF %s: cannot watch its doorbell: %s (it is never parked)", nf->name,
 			    strerror(errno));
@@ -880,6 +961,12 @@ static void exec_cmd(struct wcmd *c)
 	}
 	case WCMD_STOP:
 		M.worker_running = false;
+		break;
+	case WCMD_POOL_AUDIT:
+		pool_audit_run(c->arg);
+		break;
+	case WCMD_TEST_HOOK:
+		c->result = c->nf == TEST_HOOK_DOUBLE_FREE ? test_hook_double_free() : UINT32_MAX;
 		break;
 	}
 }
@@ -1231,11 +1318,21 @@ int worker_main(void *arg)
 			uint16_t ok = 0;
 			for (uint16_t i = 0; i < n; i++) {
 				struct rte_mbuf *m = pkts[i];
+				rx_vlan_restore(m);
 				bytes += m->pkt_len;
 				if (unlikely(m->nb_segs != 1)) {
 					p->st.drop_rx_invalid++;
 					M.drops.rx_invalid++;
 					drop(m);
+				} else if (unlikely(p->own_pool != NULL)) { /* net_af_xdp: into region 0 (port.c) */
+					struct rte_mbuf *c = region_copy_in(&M.region, m);
+					drop(m);
+					if (c) {
+						p->rx_copied++;
+						pkts[ok++] = c;
+					} else {
+						M.drops.no_buffer++;
+					}
 				} else {
 					pkts[ok++] = m;
 				}
@@ -1277,8 +1374,24 @@ static int flow_table_init(void)
 	return flows ? 0 : -1;
 }
 
+/* Quotas (docs/architecture.md "Quotas"): the NFs of a domain may hold or have staged at most its
+ * pool less a reserve for port RX and copies: 1/8 of the pool or 2 bursts per port, the larger. */
+static void quota_init(void)
+{
+	unsigned nd = M.cfg.ndomains ? M.cfg.ndomains : 1;
+	for (unsigned d = 0; d < SL_MAX_DOMAINS; d++) {
+		uint32_t pool = d == 0 ? M.cfg.pool_mbufs : d < nd ? M.cfg.domains[d].pool_mbufs : 0;
+		uint32_t reserve = pool / 8, rx = 2u * SL_BURST * M.nports;
+		if (reserve < rx)
+			reserve = rx;
+		M.dom_max[d] = pool > reserve ? pool - reserve : 0;
+		M.dom_held[d] = 0;
+	}
+}
+
 int worker_init(void)
 {
+	quota_init();
 	return worker_lists_init() < 0 || flow_table_init() < 0 ? -1 : 0;
 }
 

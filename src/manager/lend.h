@@ -9,6 +9,7 @@
 #ifndef SLUICED_LEND_H
 #define SLUICED_LEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "sluice/abi.h"
 
@@ -44,6 +45,8 @@ enum sl_desc_verdict {
 	SL_DESC_BAD_ACTION,  /* unknown action: reclaimed */
 	SL_DESC_BAD_DEST,    /* port or service id out of range: reclaimed */
 	SL_DESC_BAD_OUT_SET, /* SL_ACT_OUT_SET's port set invalid (found by the data path, not sl_lend_check) */
+	SL_DESC_FORBIDDEN,   /* a destination the NF's service may not name (sl_lend_dest_check): reclaimed */
+	SL_DESC_RO_CHANGED,  /* an access: ro NF changed off/len or returned OUT_SET (data path): reclaimed */
 	SL_DESC__COUNT
 };
 
@@ -52,6 +55,26 @@ enum sl_desc_verdict {
  * caller takes it back (drops the packet). Never reads outside `l`'s tables. */
 enum sl_desc_verdict sl_lend_check(const struct sl_lend *l, const struct sl_desc *d,
 				   uint16_t nf_id, uint16_t nports, uint16_t nservices);
+
+/* Where a service's NFs may send (docs/abi.md "Next hops"): TO_NF to a service whose bit is set in
+ * `svc` (ids < nsvc), OUT / OUT_SET to the ports in `ports` or to the packet's own ingress port.
+ * NEXT and DROP are always allowed. `any`: everything (no may_send in the config). Built by the
+ * control thread with each route and swapped with it. */
+struct sl_dest_auth {
+	bool any;
+	uint32_t nsvc;       /* bits in svc */
+	const uint64_t *svc; /* bitmap of service ids */
+	uint64_t ports;      /* bitmap of port ids */
+};
+
+/* A descriptor sl_lend_check accepted: may its NF name its destination? SL_DESC_OK or
+ * SL_DESC_FORBIDDEN. in_port: the packet's ingress port. (OUT_SET's ports: sl_lend_ports_ok.) */
+static inline bool sl_lend_ports_ok(const struct sl_dest_auth *a, uint64_t ports, uint16_t in_port)
+{
+	uint64_t own = in_port < 64 ? 1ull << in_port : 0;
+	return a->any || (ports & ~(a->ports | own)) == 0;
+}
+enum sl_desc_verdict sl_lend_dest_check(const struct sl_dest_auth *a, const struct sl_desc *d, uint16_t in_port);
 
 /* Name of a verdict (never NULL). */
 const char *sl_desc_verdict_str(int v);

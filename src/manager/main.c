@@ -55,7 +55,8 @@ static void usage(FILE *f)
 		   "\n"
 		   "  --config FILE      JSON configuration (see docs/architecture.md)\n"
 		   "  --socket-dir DIR   where nf.sock and ctl.sock are created (default /run/sluice)\n"
-		   "  --log-level N      DPDK log level 1..8 (default 4, warnings)\n");
+		   "  --log-level N      DPDK log level 1..8 (default 4, warnings)\n"
+		   "  --test-hooks       enable debug-only control commands (test_hook; tests only)\n");
 }
 
 /* Free 2 MiB huge pages, from /proc/meminfo. */
@@ -74,9 +75,10 @@ static long free_hugepages(void)
 	return size_kb == 2048 ? free_pages : 0;
 }
 
-static int eal_start(const char *prog, bool huge, const char *log_level)
+static int eal_start(const char *prog, bool huge, const char *log_level, size_t private_mb)
 {
-	char lcores[80], loglvl[32];
+	char lcores[80], loglvl[32], mem_mb[24];
+	snprintf(mem_mb, sizeof(mem_mb), "%zu", private_mb);
 	snprintf(lcores, sizeof(lcores), "%s", M.cfg.lcores);
 	snprintf(loglvl, sizeof(loglvl), "%s", log_level);
 	char *argv[16 + 2 * SL_MAX_PORTS];
@@ -104,7 +106,7 @@ static int eal_start(const char *prog, bool huge, const char *log_level)
 		argv[argc++] = "--no-huge";
 		argv[argc++] = "--no-shconf";
 		argv[argc++] = "-m";
-		argv[argc++] = "128";
+		argv[argc++] = mem_mb; /* EAL's own 128 MiB + the pools' mbuf headers */
 	}
 	argv[argc] = NULL;
 	int rc = rte_eal_init(argc, argv);
@@ -164,6 +166,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
 					      { "socket-dir", required_argument, 0, 's' },
 					      { "log-level", required_argument, 0, 'l' },
+					      { "test-hooks", no_argument, 0, 'T' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	int o;
@@ -172,6 +175,7 @@ int main(int argc, char **argv)
 		case 'c': config_path = optarg; break;
 		case 's': sock_dir = optarg; break;
 		case 'l': log_level = optarg; break;
+		case 'T': M.test_hooks = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -203,8 +207,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Huge pages when there are enough of them (the region plus EAL's own ~64 MiB). */
-	size_t want_pages = ((size_t)M.cfg.pool_mbufs * 2688 + (40u << 20)) / (2u << 20) + 32;
+	/* Huge pages when there are enough of them: every domain's region, and sluiced's private memory
+	 * (EAL's own ~64 MiB plus every pool's mbuf headers, about 256 bytes a buffer, and ring). */
+	size_t region_total = 0, mbufs_total = 0;
+	for (unsigned d = 0; d < M.cfg.ndomains; d++) {
+		region_total += region_bytes(M.cfg.domains[d].pool_mbufs, true);
+		mbufs_total += M.cfg.domains[d].pool_mbufs;
+	}
+	size_t headers = mbufs_total * 256 + (size_t)M.cfg.ndomains * (1u << 20);
+	size_t want_pages = (region_total + headers + (40u << 20)) / (2u << 20) + 32;
 	long have = free_hugepages();
 	bool huge = M.cfg.huge == 1 || (M.cfg.huge == -1 && have >= (long)want_pages);
 	if (M.cfg.huge == 1 && have < (long)want_pages)
@@ -229,7 +240,7 @@ int main(int argc, char **argv)
 
 	int rc = 1;
 	bool eal = false;
-	if (eal_start(argv[0], huge, log_level) < 0)
+	if (eal_start(argv[0], huge, log_level, 128 + (headers >> 20)) < 0)
 		goto out;
 	eal = true;
 	M.tsc_hz = rte_get_tsc_hz();
@@ -238,8 +249,19 @@ int main(int argc, char **argv)
 		LOG("sluiced.lcores: '%s' gives no worker lcore: name two cores, e.g. \"0,1\"", M.cfg.lcores);
 		goto out;
 	}
-	if (region_create(&M.region, M.cfg.pool_mbufs, huge) < 0)
+	/* One region per trust domain, in domain order (0 = default); torn down in reverse. */
+	M.copies = calloc(SL_MAX_DOMAINS, sizeof(*M.copies));
+	if (!M.copies)
 		goto out;
+	for (unsigned d = 0; d < M.cfg.ndomains; d++) {
+		struct region *r = d == 0 ? &M.region : calloc(1, sizeof(*r));
+		if (!r)
+			goto out;
+		M.regions[d] = r;
+		M.nregions = d + 1;
+		if (region_create(r, (uint8_t)d, M.cfg.domains[d].name, M.cfg.domains[d].pool_mbufs, huge) < 0)
+			goto out;
+	}
 
 	M.max_nfs = M.cfg.max_nfs;
 	/* Each NF costs sluiced 4 descriptors (socket, ring memfd, two eventfds): lift the soft limit
@@ -327,12 +349,22 @@ out:
 	registry_fini(); /* packets a port still stages are freed by port close */
 	for (unsigned i = M.nports; i-- > 0;)
 		port_close(&M.ports[i]);
-	if (M.region.pool) {
-		unsigned avail = rte_mempool_avail_count(M.region.pool);
-		if (avail != M.region.nbufs)
-			LOG("shutdown: %u of %u mbufs not back in the pool", M.region.nbufs - avail, M.region.nbufs);
+	for (unsigned d = M.nregions; d-- > 0;) {
+		struct region *r = M.regions[d];
+		if (r->pool) {
+			unsigned avail = rte_mempool_avail_count(r->pool);
+			if (avail != r->nbufs)
+				LOG("shutdown: %u of %u mbufs not back in the pool of domain %s", r->nbufs - avail,
+				    r->nbufs, r->name);
+		}
+		region_destroy(r);
+		if (r != &M.region)
+			free(r);
+		M.regions[d] = NULL;
 	}
-	region_destroy(&M.region);
+	M.nregions = 0;
+	free(M.copies);
+	M.copies = NULL;
 	if (M.cmdq)
 		rte_ring_free(M.cmdq);
 	free(M.nfs);

@@ -1,29 +1,33 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * The packet region: a memfd that sluiced maps, registers with DPDK as an
- * external malloc heap, and carves the mbuf pool from. NFs map the same fd,
- * so every packet buffer is visible to them at (region, offset).
+ * Packet regions, one per trust domain (docs/architecture.md "Memory").
+ *
+ * A region is a memfd holding packet data buffers and nothing else: its mbuf pool is a DPDK
+ * pinned-external-buffer pool (rte_pktmbuf_pool_create_extbuf), so every mbuf header, the pool's
+ * ring and its per-lcore caches live in sluiced's private DPDK memory, which no NF maps. NFs map the
+ * memfd and see buffer `id` at offset id * buf_size; whatever an NF writes there (even zeroing all
+ * of it) changes packet bytes only, never the pool.
  */
+#define ALLOW_EXPERIMENTAL_API /* rte_pktmbuf_pool_create_extbuf (stable since DPDK 20.05 in practice) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <linux/memfd.h>
 
 #include <rte_errno.h>
-#include <rte_malloc.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
-#include <rte_mbuf_pool_ops.h>
+#include <rte_memcpy.h>
 #include <rte_mempool.h>
 
 #include "sluiced.h"
 
 #define HUGE_2M (2u << 20)
-#define DATA_ROOM (2048 + RTE_PKTMBUF_HEADROOM)
-#define PRIV_SIZE 8 /* holds the buffer id */
 
 struct collect_ctx {
 	struct region *r;
@@ -39,115 +43,107 @@ static void collect_mbuf(struct rte_mempool *mp, void *arg, void *obj, unsigned 
 	struct rte_mbuf *m = obj;
 	struct region *r = c->r;
 	uint8_t *buf = m->buf_addr;
-	if (c->n >= r->nbufs || buf < r->base || buf + m->buf_len > r->base + r->size) {
+	if (c->n >= r->nbufs || buf < r->base || buf + m->buf_len > r->base + r->size ||
+	    !(m->ol_flags & RTE_MBUF_F_EXTERNAL)) {
 		c->bad++;
 		return;
 	}
-	*(uint32_t *)((uint8_t *)m + sizeof(struct rte_mbuf)) = c->n;
+	struct mbuf_priv *p = mbuf_priv(m);
+	p->id = c->n;
+	p->region = r->index;
 	r->bufs[c->n] = m;
 	r->buf_off[c->n] = (uint32_t)(buf - r->base);
 	c->n++;
 }
 
-static size_t region_bytes(uint32_t mbufs, size_t page)
+size_t region_bytes(uint32_t mbufs, bool huge)
 {
-	/* object (mbuf header + priv + data room, cache aligned, plus mempool
-	 * header) with slack, plus the pool's ring and per-lcore caches. */
-	size_t obj = RTE_ALIGN_CEIL(sizeof(struct rte_mbuf) + PRIV_SIZE + DATA_ROOM + 64, 64);
-	size_t bytes = (size_t)mbufs * obj;
-	bytes += bytes / 8 + (size_t)mbufs * 16 + (8u << 20);
-	return RTE_ALIGN_CEIL(bytes, page);
+	size_t page = huge ? HUGE_2M : 4096u;
+	return RTE_ALIGN_CEIL((size_t)mbufs * SL_BUF_SIZE, page);
 }
 
-int region_create(struct region *r, uint32_t mbufs, bool huge)
+int region_create(struct region *r, uint8_t index, const char *name, uint32_t mbufs, bool huge)
 {
 	memset(r, 0, sizeof(*r));
-	r->fd = -1;
+	r->fd = r->ro_fd = -1;
+	r->index = index;
 	r->huge = huge;
+	snprintf(r->name, sizeof(r->name), "%s", name);
 	r->page = huge ? HUGE_2M : (size_t)sysconf(_SC_PAGESIZE);
-	r->size = region_bytes(mbufs, r->page);
-	snprintf(r->heap, sizeof(r->heap), "sluice_region0");
+	r->size = region_bytes(mbufs, huge);
 
-	r->fd = memfd_create("sluice-region0",
-			     MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? (MFD_HUGETLB | MFD_HUGE_2MB) : 0));
+	char fdname[32], pname[RTE_MEMPOOL_NAMESIZE];
+	snprintf(fdname, sizeof(fdname), "sluice-region%u", index);
+	snprintf(pname, sizeof(pname), "sluice_pool%u", index);
+	r->fd = memfd_create(fdname, MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? (MFD_HUGETLB | MFD_HUGE_2MB) : 0));
 	if (r->fd < 0) {
-		LOG("region: memfd_create(%s) failed: %s", huge ? "MFD_HUGETLB" : "plain", strerror(errno));
+		LOG("region %u (%s): memfd_create(%s) failed: %s", index, name, huge ? "MFD_HUGETLB" : "plain",
+		    strerror(errno));
 		return -1;
 	}
 	if (ftruncate(r->fd, (off_t)r->size) < 0) {
-		LOG("region: ftruncate(%zu) failed: %s", r->size, strerror(errno));
+		LOG("region %u (%s): ftruncate(%zu) failed: %s", index, name, r->size, strerror(errno));
 		goto fail;
 	}
-	/* Every NF gets this fd: sealed at its size, since an NF that shrank it would kill sluiced with
-	 * SIGBUS; F_SEAL_SEAL so no NF can add a seal (F_SEAL_FUTURE_WRITE would stop later NFs from
-	 * mapping it writable). */
+	/* Every NF of the domain gets this fd: sealed at its size, since an NF that shrank it would kill
+	 * sluiced with SIGBUS; F_SEAL_SEAL so no NF can add a seal (F_SEAL_FUTURE_WRITE would stop later
+	 * NFs from mapping it writable). */
 	if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		LOG("region: sealing the memfd failed: %s", strerror(errno));
+		LOG("region %u (%s): sealing the memfd failed: %s", index, name, strerror(errno));
+		goto fail;
+	}
+	/* access: ro NFs get the memfd opened read-only: the kernel refuses them a writable shared map
+	 * (and mprotect to one). A memfd is created 0777, so anyone holding that fd could reopen it
+	 * read-write through /proc/self/fd: mode 0600 limits that to sluiced's uid (root), i.e. an NF
+	 * running as another uid (sandbox: strict) cannot (docs/abi.md "Trust domains"). */
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", r->fd);
+	if (fchmod(r->fd, 0600) < 0 || (r->ro_fd = open(self, O_RDONLY | O_CLOEXEC)) < 0) {
+		LOG("region %u (%s): read-only view: %s", index, name, strerror(errno));
 		goto fail;
 	}
 	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, 0);
 	if (r->base == MAP_FAILED) {
 		r->base = NULL;
-		LOG("region: mmap of %zu bytes failed: %s%s", r->size, strerror(errno),
+		LOG("region %u (%s): mmap of %zu bytes failed: %s%s", index, name, r->size, strerror(errno),
 		    huge ? " (not enough free huge pages?)" : "");
 		goto fail;
 	}
-	if (rte_malloc_heap_create(r->heap) != 0) {
-		LOG("region: rte_malloc_heap_create: %s", rte_strerror(rte_errno));
-		goto fail;
-	}
-	if (rte_malloc_heap_memory_add(r->heap, r->base, r->size, NULL, r->size / r->page, r->page) != 0) {
-		LOG("region: rte_malloc_heap_memory_add: %s", rte_strerror(rte_errno));
-		goto fail;
-	}
-	r->heap_added = true;
-	int socket = rte_malloc_heap_get_socket(r->heap);
-	if (socket < 0) {
-		LOG("region: heap has no socket id");
-		goto fail;
-	}
 
-	/* Objects may straddle 4 KiB pages: virtual PMDs never use IOVAs. */
-	unsigned elt = sizeof(struct rte_mbuf) + PRIV_SIZE + DATA_ROOM;
-	r->pool = rte_mempool_create_empty("sluice_pool0", mbufs, elt, 256,
-					   sizeof(struct rte_pktmbuf_pool_private), socket,
-					   RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+	/* Pinned external buffers: headers, ring and caches in sluiced's own memory; the data buffers
+	 * (headroom + data room, SL_BUF_SIZE each, back to back) in the region. IOVA unknown: the
+	 * virtual PMDs never use it. */
+	struct rte_pktmbuf_extmem ext = { .buf_ptr = r->base, .buf_iova = RTE_BAD_IOVA, .buf_len = r->size,
+					  .elt_size = SL_BUF_SIZE };
+	unsigned cache = mbufs / 8 < 256 ? mbufs / 8 : 256;
+	r->pool = rte_pktmbuf_pool_create_extbuf(pname, mbufs, cache, sizeof(struct mbuf_priv), SL_BUF_SIZE,
+						 (int)rte_socket_id(), &ext, 1);
 	if (!r->pool) {
-		LOG("region: mempool create: %s", rte_strerror(rte_errno));
+		LOG("region %u (%s): mbuf pool of %u: %s (sluiced's own DPDK memory holds the mbuf headers)",
+		    index, name, mbufs, rte_strerror(rte_errno));
 		goto fail;
 	}
-	if (rte_mempool_set_ops_byname(r->pool, rte_mbuf_best_mempool_ops(), NULL) != 0) {
-		LOG("region: mempool ops");
-		goto fail;
-	}
-	struct rte_pktmbuf_pool_private priv = { .mbuf_data_room_size = DATA_ROOM, .mbuf_priv_size = PRIV_SIZE };
-	rte_pktmbuf_pool_init(r->pool, &priv);
-	if (rte_mempool_populate_default(r->pool) < 0) {
-		LOG("region: populating %u mbufs in %zu MiB failed: %s", mbufs, r->size >> 20, rte_strerror(rte_errno));
-		goto fail;
-	}
-	rte_mempool_obj_iter(r->pool, rte_pktmbuf_init, NULL);
-
 	r->nbufs = mbufs;
 	r->bufs = calloc(mbufs, sizeof(*r->bufs));
 	r->buf_off = calloc(mbufs, sizeof(*r->buf_off));
 	r->st = calloc(mbufs, sizeof(*r->st));
 	if (!r->bufs || !r->buf_off || !r->st) {
-		LOG("region: out of memory for buffer tables");
+		LOG("region %u (%s): out of memory for buffer tables", index, name);
 		goto fail;
 	}
 	struct collect_ctx c = { .r = r };
 	rte_mempool_obj_iter(r->pool, collect_mbuf, &c);
 	if (c.bad || c.n != mbufs) {
-		LOG("region: %d mbufs lie outside the region (%u collected)", c.bad, c.n);
+		LOG("region %u (%s): %d mbufs lie outside the region (%u collected)", index, name, c.bad, c.n);
 		goto fail;
 	}
 	r->buf_size = r->bufs[0]->buf_len;
 	r->headroom = RTE_PKTMBUF_HEADROOM;
-	r->lend = (struct sl_lend){ .region = 0, .nbufs = r->nbufs, .buf_size = r->buf_size,
+	r->lend = (struct sl_lend){ .region = index, .nbufs = r->nbufs, .buf_size = r->buf_size,
 				    .region_size = r->size, .buf_off = r->buf_off, .st = r->st };
-	LOG("memory: region of %zu MiB on %s pages, %u mbufs of %u bytes", r->size >> 20,
-	    huge ? "2 MiB huge" : "4 KiB ordinary", mbufs, r->buf_size);
+	LOG("memory: region %u (domain %s) of %zu MiB on %s pages, %u buffers of %u bytes (mbuf headers in "
+	    "sluiced's memory)", index, name, r->size >> 20, huge ? "2 MiB huge" : "4 KiB ordinary", mbufs,
+	    r->buf_size);
 	return 0;
 fail:
 	region_destroy(r);
@@ -160,18 +156,13 @@ void region_destroy(struct region *r)
 		rte_mempool_free(r->pool);
 		r->pool = NULL;
 	}
-	if (r->heap_added) {
-		if (rte_malloc_heap_memory_remove(r->heap, r->base, r->size) != 0)
-			LOG("region: heap memory remove: %s", rte_strerror(rte_errno));
-		r->heap_added = false;
-	}
-	if (r->heap[0]) {
-		rte_malloc_heap_destroy(r->heap); /* fails harmlessly if never created */
-		r->heap[0] = 0;
-	}
 	if (r->base) {
 		munmap(r->base, r->size);
 		r->base = NULL;
+	}
+	if (r->ro_fd >= 0) {
+		close(r->ro_fd);
+		r->ro_fd = -1;
 	}
 	if (r->fd >= 0) {
 		close(r->fd);
@@ -183,4 +174,25 @@ void region_destroy(struct region *r)
 	r->bufs = NULL;
 	r->buf_off = NULL;
 	r->st = NULL;
+}
+
+struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m)
+{
+	struct rte_mbuf *c = rte_pktmbuf_alloc(r->pool);
+	if (unlikely(!c))
+		return NULL;
+	uint16_t off = m->data_off, len = (uint16_t)m->data_len;
+	if (unlikely((uint32_t)off + len > c->buf_len)) { /* a foreign pool with a bigger buffer */
+		off = RTE_PKTMBUF_HEADROOM;
+		if ((uint32_t)off + len > c->buf_len) {
+			rte_pktmbuf_free(c);
+			return NULL;
+		}
+	}
+	c->data_off = off;
+	c->data_len = len;
+	c->pkt_len = len;
+	c->port = m->port;
+	rte_memcpy(rte_pktmbuf_mtod(c, uint8_t *), rte_pktmbuf_mtod(m, const uint8_t *), len);
+	return c;
 }

@@ -32,6 +32,14 @@ static int pci_port_find(struct port *p, char *err, size_t errlen)
 	return 0;
 }
 
+static void mark_foreign(struct rte_mempool *mp, void *arg, void *obj, unsigned idx)
+{
+	(void)mp;
+	(void)arg;
+	mbuf_priv(obj)->id = idx;
+	mbuf_priv(obj)->region = SL_REGION_NONE;
+}
+
 int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen)
 {
 	int rc;
@@ -73,6 +81,12 @@ configure:;
 		snprintf(err, errlen, "ports[%u] (port %s): cannot read device info", PORT_IDX(p), p->name);
 		goto fail;
 	}
+	/* A PMD that hands over frames whose 802.1Q tag the kernel stripped (net_af_packet) puts the
+	 * tag back with rte_vlan_insert, which refuses our mbufs (their data is a pinned external buffer,
+	 * mem.c) and logs an error per frame. Where the PMD can, it leaves the tag in the mbuf instead
+	 * (VLAN_STRIP) and the worker puts it back (datapath.c rx_vlan_restore): NFs see the wire frame. */
+	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_VLAN_STRIP)
+		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_VLAN_STRIP;
 	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
 		snprintf(err, errlen, "ports[%u] (port %s): configure failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
@@ -80,6 +94,23 @@ configure:;
 	uint16_t nrx = RX_DESC, ntx = TX_DESC;
 	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nrx, &ntx);
 	int socket = rte_eth_dev_socket_id(p->port_id);
+	if (!strcmp(info.driver_name, "net_af_xdp")) {
+		/* net_af_xdp registers the RX pool's memory as its umem and has the kernel write each frame
+		 * right after the mbuf header: it cannot receive into a region, whose pool keeps headers
+		 * apart from the data (hole 5). It gets a private pool; the worker copies what it receives
+		 * into region 0 (port.rx_copied). Its TX takes any mbuf (the PMD copies foreign ones). */
+		char pname[RTE_MEMPOOL_NAMESIZE];
+		snprintf(pname, sizeof(pname), "sluice_port%u", PORT_IDX(p));
+		p->own_pool = rte_pktmbuf_pool_create(pname, 2u * nrx + 1024, 256, sizeof(struct mbuf_priv),
+						      SL_BUF_SIZE, socket < 0 ? (int)rte_socket_id() : socket);
+		if (!p->own_pool) {
+			snprintf(err, errlen, "ports[%u] (port %s): its private mbuf pool: %s", PORT_IDX(p), p->name,
+				 rte_strerror(rte_errno));
+			goto fail;
+		}
+		rte_mempool_obj_iter(p->own_pool, mark_foreign, NULL);
+		pool = p->own_pool;
+	}
 	if ((rc = rte_eth_rx_queue_setup(p->port_id, 0, nrx, socket < 0 ? 0 : socket, NULL, pool)) != 0) {
 		snprintf(err, errlen, "ports[%u] (port %s): rx queue setup failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
@@ -112,5 +143,9 @@ void port_close(struct port *p)
 		if (!p->pci)
 			rte_vdev_uninit(p->devname);
 		p->probed = false;
+	}
+	if (p->own_pool) {
+		rte_mempool_free(p->own_pool);
+		p->own_pool = NULL;
 	}
 }

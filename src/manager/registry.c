@@ -52,7 +52,71 @@ void route_free(struct route *r)
 	for (unsigned i = 0; i < r->nchains; i++)
 		free(r->chains[i].svc);
 	free(r->chains);
+	free(r->auth);
+	free(r->auth_bits);
 	free(r);
+}
+
+/* Where each declared service with a may_send may send (docs/abi.md "Next hops"): the services after
+ * it in every chain of r that contains it, those chains' exits and ingress ports, and what its
+ * may_send names. Services without may_send, and services created later, may send anywhere. */
+static int route_auth(struct route *r, char *err, size_t errlen)
+{
+	unsigned nres = 0;
+	for (unsigned i = 0; i < M.cfg.nservices; i++)
+		nres += M.cfg.auth && !M.cfg.auth[i].may_any;
+	if (nres == 0)
+		return 0;
+	for (unsigned i = 0; i < M.cfg.nservices; i++) /* the services a may_send names exist from now on */
+		for (unsigned k = 0; !M.cfg.auth[i].may_any && k < M.cfg.auth[i].nsvc; k++)
+			if (service_get_or_create(M.cfg.auth[i].svc[k]) < 0) {
+				snprintf(err, errlen, "nfs[%u].may_send.services[%u]: too many services", i, k);
+				return -1;
+			}
+	uint32_t n = M.nservices, words = (n + 63) / 64;
+	r->auth = calloc(n, sizeof(*r->auth));
+	r->auth_bits = calloc((size_t)nres * words + 1, sizeof(uint64_t));
+	if (!r->auth || !r->auth_bits) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	r->nauth = n;
+	for (uint32_t s = 0; s < n; s++)
+		r->auth[s].any = true;
+	uint64_t *bits = r->auth_bits;
+	for (unsigned i = 0; i < M.cfg.nservices; i++) {
+		const struct cfg_auth *ca = &M.cfg.auth[i];
+		int sid = service_lookup(M.cfg.services[i]);
+		if (ca->may_any || sid < 0)
+			continue;
+		struct sl_dest_auth *a = &r->auth[sid];
+		a->any = false;
+		a->nsvc = n;
+		a->svc = bits;
+		a->ports = ca->ports;
+		for (unsigned k = 0; k < ca->nsvc; k++) {
+			int t = service_lookup(ca->svc[k]);
+			bits[t / 64] |= 1ull << (t % 64);
+		}
+		for (unsigned c = 0; c < r->nchains; c++) {
+			const struct chain *ch = &r->chains[c];
+			bool in = false;
+			for (unsigned h = 0; h < ch->len; h++) {
+				if (in)
+					bits[ch->svc[h] / 64] |= 1ull << (ch->svc[h] % 64);
+				in |= ch->svc[h] == sid;
+			}
+			if (!in)
+				continue;
+			if (ch->exit >= 0)
+				a->ports |= 1ull << ch->exit;
+			for (unsigned p = 0; p < SL_MAX_PORTS; p++)
+				if (r->port_chain[p] == (int32_t)c)
+					a->ports |= 1ull << p;
+		}
+		bits += words;
+	}
+	return 0;
 }
 
 struct route *route_build(const struct cfg_chain *specs, unsigned n, const int32_t *port_chain, char *err,
@@ -87,6 +151,8 @@ struct route *route_build(const struct cfg_chain *specs, unsigned n, const int32
 		}
 		c->len = (uint16_t)s->nsvc;
 	}
+	if (route_auth(r, err, errlen) < 0)
+		goto fail;
 	return r;
 fail:
 	route_free(r);
@@ -106,14 +172,15 @@ int registry_init(char *err, size_t errlen)
 		if (s >= 0)
 			M.services[s].policy = M.cfg.service_policy[i];
 	}
-	M.route = route_build(M.cfg.chains, M.cfg.nchains, NULL, err, errlen);
-	if (!M.route)
-		return -1;
+	int32_t port_chain[SL_MAX_PORTS]; /* route chain k is cfg chain k (route_auth needs the ingress map) */
+	for (unsigned i = 0; i < SL_MAX_PORTS; i++)
+		port_chain[i] = -1;
 	for (unsigned i = 0; i < M.nports; i++)
-		for (unsigned k = 0; M.cfg.ports[i].chain[0] && k < M.route->nchains; k++)
-			if (!strcmp(M.route->chains[k].name, M.cfg.ports[i].chain))
-				M.route->port_chain[i] = (int32_t)k;
-	return 0;
+		for (unsigned k = 0; M.cfg.ports[i].chain[0] && k < M.cfg.nchains; k++)
+			if (!strcmp(M.cfg.chains[k].name, M.cfg.ports[i].chain))
+				port_chain[i] = (int32_t)k;
+	M.route = route_build(M.cfg.chains, M.cfg.nchains, port_chain, err, errlen);
+	return M.route ? 0 : -1;
 }
 
 void registry_fini(void)

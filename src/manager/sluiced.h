@@ -31,6 +31,7 @@
 #define SL_MAX_PORTS 32
 _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the NF info page");
 #define SL_BURST 32
+#define SL_MAX_DOMAINS 64 /* trust domains = regions (ids 0..63; 0 = default, holds the ports) */
 #define SL_MAX_INSTANCES 1024 /* replicas per service (the flow and least_loaded picks are O(replicas)) */
 #define SL_MAX_NFS_LIMIT 16384 /* sluiced.max_nfs at most (NF ids are 16-bit; buffer owner = id + 1) */
 #define SL_NAME_LEN SL_NAME_MAX
@@ -63,10 +64,32 @@ struct config {
 	unsigned nservices;         /* service names declared under nfs: */
 	char (*services)[SL_NAME_LEN];
 	uint8_t *service_policy;    /* enum svc_policy per declared service */
+	uint8_t *service_domain;    /* domain id per declared service */
+	uint8_t *service_ro;        /* access ro (1) or rw (0) per declared service */
+	unsigned ndomains;          /* domains[0] is "default" (pool_mbufs); then the config's, in order */
+	struct cfg_domain {
+		char name[SL_NAME_LEN];
+		uint32_t pool_mbufs;
+	} domains[SL_MAX_DOMAINS];
 	json_t *rules;              /* steering rules (docs/steering.md), resolved once ports and chains exist */
 	json_t *malformed;          /* steering.malformed action, NULL = drop */
 	uint32_t flows;             /* steering.flows: flow table entries, 0 = no flow table */
 	uint32_t flow_idle_ms;      /* steering.flow_idle_ms: idle flows expire after this */
+	/* authorisation (docs/abi.md "Service tokens" and "Next hops"; docs/api.md "Violations") */
+	bool attach_token;          /* sluiced.attach "token": an INIT must name a declared service and
+	                             * carry its token; "open" (default): any service, no token */
+	struct cfg_auth *auth;      /* per declared service (nfs[i]) */
+};
+
+/* What one declared service may do (nfs[i].token, .quota, .may_send). */
+struct cfg_auth {
+	bool has_token;
+	uint8_t token[SL_TOKEN_MAX];   /* NUL-padded */
+	uint32_t quota;                /* buffers one instance may hold, 0 = ring_size */
+	bool may_any;                  /* no may_send: any destination (as before) */
+	uint64_t ports;                /* may_send.ports (port indices), besides its chains' */
+	unsigned nsvc;                 /* may_send.services, besides those after it in its chains */
+	char (*svc)[SL_NAME_LEN];
 };
 
 /* Parse a JSON config file. Returns 0, or -1 with a message naming the field in err. */
@@ -77,18 +100,33 @@ int svc_policy_parse(const char *s);
 bool config_valid_name(const char *s);
 /* Free what config_load allocated. */
 void config_free(struct config *c);
+/* The trust domain and access of a service declared under nfs: (false: not declared; the default
+ * domain, rw). */
+bool config_service_domain(const struct config *c, const char *service, uint8_t *domain, bool *ro);
 
-/* ---- packet memory (mem.c) ---- */
+/* ---- packet memory (mem.c): one region per trust domain ---- */
+
+#define SL_DATA_ROOM 2048
+#define SL_BUF_SIZE (SL_DATA_ROOM + RTE_PKTMBUF_HEADROOM) /* bytes per buffer in a region */
+#define SL_REGION_NONE 0xff   /* mbuf_priv.region of an mbuf of no region (a port's own pool) */
+
+/* The mbuf's private area (sluiced's memory, like the whole header): which buffer it is. */
+struct mbuf_priv {
+	uint32_t id;      /* buffer id in its region */
+	uint8_t region;   /* region (= domain) index, SL_REGION_NONE: a port's private pool */
+	uint8_t pad[3];
+};
 
 struct region {
-	int fd;               /* memfd, sent to NFs */
+	int fd;               /* memfd (mode 0600), sent to the domain's rw NFs */
+	int ro_fd;            /* the same memfd opened O_RDONLY, sent to its access: ro NFs */
+	uint8_t index;        /* domain id = descriptor region index */
+	char name[SL_NAME_LEN]; /* domain name */
 	uint8_t *base;
 	size_t size;
 	size_t page;
 	bool huge;
-	bool heap_added;
-	char heap[32];
-	struct rte_mempool *pool;
+	struct rte_mempool *pool; /* pinned external buffers: headers in sluiced's memory, data in the region */
 	uint32_t nbufs;
 	uint32_t buf_size;
 	uint32_t headroom;
@@ -98,14 +136,28 @@ struct region {
 	struct sl_lend lend;
 };
 
-/* Create the region, the external heap and the mbuf pool on it. Returns 0 or -1 (logged). */
-int region_create(struct region *r, uint32_t mbufs, bool huge);
+/* Bytes of a region of `mbufs` buffers (whole pages). */
+size_t region_bytes(uint32_t mbufs, bool huge);
+/* Create region `index` of domain `name`: memfd + mbuf pool. Returns 0 or -1 (logged). */
+int region_create(struct region *r, uint8_t index, const char *name, uint32_t mbufs, bool huge);
 /* Undo region_create; safe on a partly created region. */
 void region_destroy(struct region *r);
-/* Buffer id of an mbuf of the pool (stored in its private area). */
+/* A copy of m's data in a fresh buffer of region r (same headroom, length, port); NULL when r's
+ * pool is empty. m is untouched (the caller frees it). Worker context. */
+struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m);
+static inline struct mbuf_priv *mbuf_priv(const struct rte_mbuf *m)
+{
+	return (struct mbuf_priv *)((uint8_t *)(uintptr_t)m + sizeof(struct rte_mbuf));
+}
+/* Buffer id of an mbuf in its region (stored in its private area). */
 static inline uint32_t mbuf_id(const struct rte_mbuf *m)
 {
-	return *(const uint32_t *)((const uint8_t *)m + sizeof(struct rte_mbuf));
+	return mbuf_priv(m)->id;
+}
+/* Region (domain) of an mbuf, SL_REGION_NONE for a port's private pool. */
+static inline uint8_t mbuf_region(const struct rte_mbuf *m)
+{
+	return mbuf_priv(m)->region;
 }
 
 /* ---- ports (port.c) ---- */
@@ -127,6 +179,10 @@ struct port {
 	uint16_t ntx;
 	bool listed;
 	struct rte_mbuf *tx[SL_BURST];
+	/* a PMD that needs the mbuf header next to the data (net_af_xdp: its umem is the mempool's memory)
+	 * receives into a private pool of its own; the worker copies each packet into region 0 */
+	struct rte_mempool *own_pool;
+	uint64_t rx_copied;
 };
 
 /* Probe, configure and start a port from its vdev string. Returns 0 or -1 with err. */
@@ -162,6 +218,8 @@ struct nf {
 	uint8_t wakeup;
 	uint32_t batch, timeout_us;
 	uint16_t service;
+	uint8_t domain;       /* trust domain = the region whose buffers it gets (config; default 0) */
+	bool ro;              /* access: ro -- its region is mapped read-only; returns may not change off/len */
 	/* shared with the worker */
 	struct sl_ring *rx, *tx; /* in NF-writable memory: the worker goes through rxk/txk */
 	uint8_t fault;        /* enum nf_ring_err: the worker caught a ring violation (control disconnects it) */
@@ -228,6 +286,18 @@ struct route {
 	uint16_t nchains;
 	struct chain *chains;
 	int32_t port_chain[SL_MAX_PORTS]; /* chain index per port or -1 */
+	/* Next hops (docs/abi.md): where each service's NFs may send, from the config's may_send and
+	 * these chains (built with them, so a chain change changes both at once). NULL: anywhere. */
+	uint32_t nauth;                   /* services with an entry; a later one may send anywhere */
+	struct sl_dest_auth *auth;        /* per service id */
+	uint64_t *auth_bits;              /* the bitmaps auth[].svc point into */
+};
+
+/* Packets that crossed from one trust domain to another (copied into the target's region) and
+ * those lost because the target's pool was empty (also in drops.no_buffer). Worker writes. */
+struct domain_pair_stats {
+	uint64_t packets, bytes, no_buffer;
+	uint64_t timed, cycles; /* every 16th copy is timed (TSC around allocation + copy): the cost per copy */
 };
 
 struct drops {
@@ -236,6 +306,7 @@ struct drops {
 	uint64_t nf_detached;     /* buffers an NF still held when it detached (reclaimed) */
 	uint64_t no_buffer;       /* an SL_ACT_OUT_SET copy found the pool empty (that port's frame lost) */
 	uint64_t backpressure;    /* dropped at a chain's entry: a later service of the chain is saturated */
+	uint64_t quota;           /* the NF held its quota, or its domain's NFs their bound (violations.quota) */
 };
 
 /* SL_ACT_OUT_SET traffic (abi.h struct sl_out_set): packets NFs sent to port sets, frames that left
@@ -397,7 +468,9 @@ struct flow_stats {
 
 /* ---- worker commands (datapath.c) ---- */
 
-enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_NF_DRAIN, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP };
+enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_NF_DRAIN, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP,
+		 WCMD_POOL_AUDIT /* arg: struct pool_audit (audit.c) */,
+		 WCMD_TEST_HOOK /* --test-hooks only: nf = enum test_hook; result: the buffer it touched */ };
 
 struct wcmd {
 	enum wcmd_type type;
@@ -406,14 +479,46 @@ struct wcmd {
 	struct steer *steer;     /* STEER_SET in: new classifier; out: the old one to free */
 	uint32_t result;         /* NF_ADD: 0 ok; NF_REMOVE: buffers reclaimed */
 	uint32_t drained;        /* NF_REMOVE: descriptors the NF had returned, processed normally */
+	void *arg;               /* POOL_AUDIT: the audit to fill */
 	volatile int done;
 };
+
+/* ---- pool audit (audit.c; control API pool_audit, docs/api.md) ---- */
+
+/* Where the audit found a buffer (pool_audit.loc bits). */
+enum { AUDIT_FREE = 1, AUDIT_LENT = 2, AUDIT_STAGED = 4, AUDIT_PORT = 8 };
+#define AUDIT_LIST_MAX 64
+
+/* Every buffer in exactly one place: the control thread allocates the arrays, the worker fills them
+ * between bursts (pool_audit_run), so what it sees is one consistent state. */
+struct pool_audit {
+	/* in: arrays the control thread allocated */
+	void **objs;       /* cap entries: the pool's objects while it is drained */
+	uint32_t cap;
+	uint8_t *cnt;      /* per buffer: places it was found in (saturating) */
+	uint8_t *loc;      /* per buffer: AUDIT_* bits */
+	uint32_t *owned;   /* per NF slot: buffers the ledger says it holds */
+	/* out */
+	uint32_t free, lent, staged, port_staged, foreign, bad_owner;
+	uint32_t nmismatch;                    /* NFs whose `lent` differs from the ledger */
+	uint32_t mismatch_nf[AUDIT_LIST_MAX], mismatch_lent[AUDIT_LIST_MAX], mismatch_owned[AUDIT_LIST_MAX];
+};
+/* Worker context (or inline with the worker stopped). Drains the pool into a->objs, marks every
+ * buffer's places, puts each distinct object back once (a duplicate in the pool is removed). */
+void pool_audit_run(struct pool_audit *a);
+/* --test-hooks: put a free buffer into the pool a second time (a deliberate double free). Returns
+ * its id, or UINT32_MAX if the pool was empty. Worker context. */
+uint32_t test_hook_double_free(void);
+enum test_hook { TEST_HOOK_DOUBLE_FREE = 1 };
 
 /* ---- the manager ---- */
 
 struct manager {
 	struct config cfg;
-	struct region region;
+	struct region region;       /* domain 0, "default": the ports' pool (regions[0] points here) */
+	struct region *regions[SL_MAX_DOMAINS]; /* by domain id; created in order, destroyed in reverse */
+	unsigned nregions;
+	struct domain_pair_stats (*copies)[SL_MAX_DOMAINS]; /* [from][to]: packets copied across (worker) */
 	unsigned nports;
 	struct port ports[SL_MAX_PORTS];
 	uint32_t max_nfs;
@@ -436,6 +541,13 @@ struct manager {
 	unsigned worker_lcore;
 	volatile bool worker_running;
 	volatile bool stop;
+	bool test_hooks;            /* --test-hooks: debug-only control commands (docs/api.md) */
+	/* authorisation and quotas (docs/api.md "Violations") */
+	uint64_t attach_refused[2]; /* violations.attach: unknown_service, bad_token (control thread) */
+	uint64_t quota_drops[2];    /* violations.quota: nf (its quota), domain (its bound) (worker) */
+	uint32_t dom_held[SL_MAX_DOMAINS]; /* buffers a domain's NFs hold or have staged (worker) */
+	uint32_t dom_max[SL_MAX_DOMAINS];  /* what they may hold: the pool less its RX reserve */
+	uint64_t bell_polls, bell_events;  /* doorbell epoll_wait(0) calls and the events they returned */
 	uint64_t tsc_hz;
 	uint64_t started_ms;
 	char sock_dir[100];

@@ -193,13 +193,15 @@ class Sluice:
 
     # -- sluiced
 
-    def start(self, cfg, timeout=30.0, log_level=None):
+    def start(self, cfg, timeout=30.0, log_level=None, test_hooks=False):
         ensure_hugepages()
         cfg_path = write_config(self.dir / "cfg.json", cfg)
         self._logf = open(self.log_path, "wb")
         argv = [str(SLUICED), "--config", str(cfg_path), "--socket-dir", str(self.sock_dir)]
         if log_level:
             argv += ["--log-level", str(log_level)]
+        if test_hooks:
+            argv += ["--test-hooks"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._logf,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -260,6 +262,31 @@ class Sluice:
     def service(self, name, st=None):
         st = st or self.stats()
         return next(s for s in st["services"] if s["name"] == name)
+
+    def pool_audit(self):
+        """sluiced's pool audit (docs/api.md): every buffer in exactly one place."""
+        return self.ok("pool_audit")
+
+    def wait_pool_whole(self, timeout=10.0):
+        """Wait until every buffer is back in the pool, each exactly once: the audit (which drains the
+        pool and counts distinct buffers, so a double free fails it) finds no duplicate, nothing
+        missing or lent, and the ledger agrees with every NF's `lent`. Returns the audit."""
+        def whole():
+            a = self.pool_audit()
+            return a if a["whole"] and a["free"] == a["mbufs"] and a["lent"] == 0 else None
+        try:
+            return wait_until(whole, timeout, "every buffer back in the pool, each once")
+        except AssertionError:
+            raise AssertionError(f"pool not whole: {self.pool_audit()}") from None
+
+    def teardown_audit(self):
+        """The audit at the end of a test (None when sluiced is gone or does not answer)."""
+        if not self.alive():
+            return None
+        with contextlib.suppress(OSError, CtlError, ValueError):
+            r = self.request("pool_audit")
+            return r if r.get("ok") else None
+        return None
 
     def attached(self):
         return {n["name"] for n in self.ok("nfs")["nfs"]}
@@ -537,10 +564,17 @@ def sluice(workdir):
     """A Sluice bound to the test's temp dir; call sluice.start(cfg). Everything is killed afterwards."""
     require_env()
     s = Sluice(workdir)
+    audit = None
     try:
         yield s
+        audit = s.teardown_audit()
     finally:
         s.cleanup()
+    # Every test ends with the pool audit: no buffer in two places (a double free) whatever it did.
+    if audit:
+        bad = {k: audit.get(k) for k in ("duplicates", "lent_mismatch", "foreign", "bad_owner") if audit.get(k)}
+        assert not bad, f"pool audit at the end of the test: {bad}"
+
     # Under the ASan/UBSan build a sanitizer report fails the test even if the behaviour looked right.
     log = s.log() if s.proc else ""
     reports = [ln for ln in log.splitlines() if "Sanitizer" in ln or "runtime error:" in ln]

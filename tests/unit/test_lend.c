@@ -197,8 +197,48 @@ static void test_verdict_names(void)
 	CHECK(strcmp(sl_desc_verdict_key(SL_DESC__COUNT), "unknown") == 0);
 }
 
+/* Next hops (docs/abi.md): TO_NF only to allowed services, OUT to allowed ports or the packet's
+ * own ingress port, NEXT and DROP always; `any` allows everything. */
+static void test_dest_auth(void)
+{
+	uint64_t bits[2] = { 1ull << 5, 1ull << (70 - 64) }; /* services 5 and 70 */
+	struct sl_dest_auth a = { .any = false, .nsvc = 128, .svc = bits, .ports = 1ull << 2 };
+	struct sl_desc d = { .action = SL_ACT_TO_NF, .dest = 5 };
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_OK);
+	d.dest = 70;
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_OK);
+	for (uint16_t s = 0; s < 300; s++) { /* every other id, in and past the bitmap */
+		d.dest = s;
+		CHECK((sl_lend_dest_check(&a, &d, 0) == SL_DESC_OK) == (s == 5 || s == 70));
+	}
+	d.dest = 0xffff;
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_FORBIDDEN);
+	d.action = SL_ACT_OUT | SL_ACT_F_PIN;
+	d.dest = 2;
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_OK);
+	d.dest = 3;
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_FORBIDDEN);
+	CHECK(sl_lend_dest_check(&a, &d, 3) == SL_DESC_OK); /* back out of its ingress port (reflect) */
+	d.dest = 64;
+	CHECK(sl_lend_dest_check(&a, &d, 64) == SL_DESC_FORBIDDEN);
+	d.action = SL_ACT_NEXT;
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_OK);
+	d.action = SL_ACT_DROP;
+	CHECK(sl_lend_dest_check(&a, &d, 0) == SL_DESC_OK);
+	CHECK(sl_lend_ports_ok(&a, 1ull << 2, 0));
+	CHECK(sl_lend_ports_ok(&a, 1ull << 2 | 1ull << 7, 7));
+	CHECK(!sl_lend_ports_ok(&a, 1ull << 2 | 1ull << 7, 0));
+	struct sl_dest_auth any = { .any = true };
+	d.action = SL_ACT_TO_NF;
+	d.dest = 9999;
+	CHECK(sl_lend_dest_check(&any, &d, 0) == SL_DESC_OK);
+	CHECK(sl_lend_ports_ok(&any, ~0ull, 0));
+	CHECK(strcmp(sl_desc_verdict_key(SL_DESC_FORBIDDEN), "forbidden_dest") == 0);
+}
+
 int main(void)
 {
+	test_dest_auth();
 	test_good_return();
 	test_adjusted_head_and_tail();
 	test_forged();

@@ -41,6 +41,10 @@ def cmd_status(args):
     print(f"memory: {human_bytes(st.get('region_bytes'))} region, huge pages "
           f"{'yes' if st.get('huge_pages') else 'no'}; mbufs {st.get('mbufs')} total, "
           f"{st.get('mbufs_free')} free, {st.get('mbufs_lent')} lent to NFs")
+    doms = st.get("domains") or []
+    if len(doms) > 1:  # trust domains: one region each
+        print("domains: " + ", ".join(f"{d.get('name')} {human_bytes(d.get('region_bytes'))} "
+                                      f"({d.get('mbufs')} mbufs, {d.get('free')} free)" for d in doms))
     print(f"{st.get('port_count')} port(s), {st.get('chain_count')} chain(s), {st.get('nf_count')} NF(s) attached")
     state = read_state(args.socket_dir or socket_dir_default())
     sup = {}

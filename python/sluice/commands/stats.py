@@ -51,10 +51,29 @@ def format_stats(st):
     pool = st.get("pool") or {}
     if pool:
         out.append(f"POOL   mbufs={pool.get('mbufs')}  free={pool.get('free')}  lent={pool.get('lent')}")
+    doms = st.get("domains") or []
+    if len(doms) > 1:  # trust domains (docs/api.md): each one's pool, then copies per boundary
+        for d in doms:
+            out.append(f"DOMAIN {d.get('name')}  mbufs={d.get('mbufs')}  free={d.get('free')}  lent={d.get('lent')}  "
+                       f"nfs={d.get('nfs')}")
+    for c in st.get("copies") or []:
+        out.append(f"COPIES {c.get('from')} -> {c.get('to')}  packets={c.get('packets')}  bytes={c.get('bytes')}  "
+                   f"no_buffer={c.get('no_buffer')}")
+    viol = violations_line(st.get("violations") or {})
+    if viol:
+        out.append(viol)
     oset = st.get("out_set") or {}
     if oset.get("packets"):
         out.append(f"PORT SETS  packets={oset.get('packets')}  frames={oset.get('frames')}  copies={oset.get('copies')}")
     return "\n".join(out)
+
+
+def violations_line(v):
+    """One line of what NFs did against the ABI (stats.violations, docs/api.md): its non-zero entries
+    as group.kind=n (invalid_desc, ring, attach, quota), or '' when there were none."""
+    parts = [f"{group}.{k}={n}" for group, kinds in v.items() if isinstance(kinds, dict)
+             for k, n in kinds.items() if n]
+    return "VIOLATIONS  " + "  ".join(parts) if parts else ""
 
 
 def cmd_stats(args):
