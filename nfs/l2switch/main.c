@@ -28,6 +28,7 @@ struct l2_ctx {
 	struct l2_conf conf;
 	struct l2sw sw;
 	struct sl_nf *nf;
+	uint64_t dump_now; /* the clock the dump being written judges ages by */
 	/* counters reported by sluiced (copied from sw.st after every batch) */
 	uint64_t *c_learned, *c_moved, *c_aged, *c_fdb_full, *c_flooded, *c_forwarded, *c_filtered,
 		*c_vlan_drop, *c_malformed, *c_link_local, *c_no_room, *c_macs;
@@ -69,8 +70,7 @@ static int fill_dump(FILE *f, void *arg)
 {
 	struct l2_ctx *c = arg;
 	struct l2_fdb *fdb = &c->sw.fdb;
-	uint64_t now = now_ns();
-	l2_fdb_expire_all(fdb, now, &c->sw.st.fdb);
+	uint64_t now = c->dump_now; /* dump() expired the dead entries at this time */
 	fprintf(f, "{\"macs\": %u, \"max_macs\": %u, \"aging_s\": %llu, \"fdb\": [", fdb->count, fdb->max,
 		(unsigned long long)(fdb->aging_ns / 1000000000ull));
 	int first = 1;
@@ -91,10 +91,17 @@ static int fill_dump(FILE *f, void *arg)
 	return ferror(f) ? -1 : 0;
 }
 
+/* Dead entries go first and the counters are published before the file appears: whoever reads
+ * the new dump and then the counters sees an `aged` that includes every entry the dump lacks. */
 static void dump(struct l2_ctx *c)
 {
-	if (c->dump != NULL)
-		nf_write_file(PROG, c->dump, fill_dump, c);
+	if (c->dump == NULL)
+		return;
+	c->dump_now = now_ns();
+	l2_fdb_expire_all(&c->sw.fdb, c->dump_now, &c->sw.st.fdb);
+	if (c->c_aged != NULL)
+		publish(c);
+	nf_write_file(PROG, c->dump, fill_dump, c);
 }
 
 static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
