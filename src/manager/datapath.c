@@ -826,6 +826,12 @@ static uint32_t drain_nf(uint16_t id, const struct route *rt)
 		nf_fault(nf, e);
 		return 0;
 	}
+	if (M.nregions > 1) { /* some of these may cross into another domain: start loading their data */
+		const struct region *r = M.regions[nf->domain];
+		for (uint32_t i = 0; i < n; i++)
+			if (d[i].off < r->size)
+				rte_prefetch0(r->base + d[i].off);
+	}
 	for (uint32_t i = 0; i < n; i++)
 		handle_returned(id, nf, &d[i], rt);
 	return n;
