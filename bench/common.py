@@ -343,3 +343,24 @@ class Progress:
 def _mmss(s: float) -> str:
     s = int(s)
     return f"{s // 60}m{s % 60:02d}s"
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line of the section benchmarks (steering.py, nfs.py, trust.py)
+
+
+def add_round_args(ap, default_rounds: int, quick_help: str) -> None:
+    """--rounds, --window, --windows, --quick, --results and --no-report, as every section benchmark
+    takes them."""
+    ap.add_argument("--rounds", type=int, default=None, help=f"rounds (default {default_rounds}; --quick 1)")
+    ap.add_argument("--window", type=float, default=None, help="seconds per window (default 1.0; --quick 0.3)")
+    ap.add_argument("--windows", type=int, default=3, help="windows per measurement (default 3)")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--results", default=str(RESULTS), help="results directory (default bench/results)")
+    ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md")
+
+
+def round_settings(args, default_rounds: int) -> tuple[int, float, float]:
+    """(rounds, window seconds, warm-up seconds) from add_round_args' options."""
+    q = args.quick
+    return args.rounds or (1 if q else default_rounds), args.window or (0.3 if q else 1.0), 0.3 if q else 1.0

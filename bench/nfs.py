@@ -46,7 +46,7 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import RESULTS, REPO, BenchError, CpuShare, Progress, ctl, machine_info  # noqa: E402
+from common import REPO, BenchError, CpuShare, Progress, add_round_args, ctl, machine_info, round_settings  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -349,18 +349,11 @@ def summarise(vals: list[float]) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--rounds", type=int, default=None, help="rounds (default 3; --quick 1)")
-    ap.add_argument("--window", type=float, default=None, help="seconds per window (default 1.0; --quick 0.3)")
-    ap.add_argument("--windows", type=int, default=3, help="windows per measurement (default 3)")
+    add_round_args(ap, 3, "one short round: a smoke test (< 1 min)")
     ap.add_argument("--only", default="", help="comma-separated row labels or NF kinds to run")
-    ap.add_argument("--quick", action="store_true", help="one short round: a smoke test (< 1 min)")
-    ap.add_argument("--results", default=str(RESULTS), help="results directory (default bench/results)")
-    ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md")
     args = ap.parse_args(argv)
     q = args.quick
-    rounds = args.rounds or (1 if q else 3)
-    window = args.window or (0.3 if q else 1.0)
-    warmup = 0.3 if q else 1.0
+    rounds, window, warmup = round_settings(args, 3)
     if os.geteuid() != 0:
         print("nfs.py: needs root (DPDK)", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import RESULTS, REPO, BenchError, Progress, ctl, machine_info  # noqa: E402
+from common import REPO, BenchError, Progress, add_round_args, ctl, machine_info, round_settings  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -163,16 +163,10 @@ def measure(cfg_row, pcaps: dict, work: Path, window: float, windows: int) -> di
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--rounds", type=int, default=None, help="rounds (default 5; --quick 1)")
-    ap.add_argument("--window", type=float, default=None, help="seconds per window (default 1.0)")
-    ap.add_argument("--windows", type=int, default=3, help="windows per measurement (default 3)")
-    ap.add_argument("--quick", action="store_true", help="one short round with 20,000 big flows: a smoke test")
-    ap.add_argument("--results", default=str(RESULTS), help="results directory (default bench/results)")
-    ap.add_argument("--no-report", action="store_true", help="do not regenerate BENCHMARKS.md")
+    add_round_args(ap, 5, "one short round with 20,000 big flows: a smoke test")
     args = ap.parse_args(argv)
     q = args.quick
-    rounds = args.rounds or (1 if q else 5)
-    window = args.window or (0.3 if q else 1.0)
+    rounds, window, _ = round_settings(args, 5)  # the flows' loading is its warm-up
     big = 20000 if q else BIG_FLOWS
     if os.geteuid() != 0:
         print("steering.py: needs root (DPDK)", file=sys.stderr)
