@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -364,3 +365,19 @@ def round_settings(args, default_rounds: int) -> tuple[int, float, float]:
     """(rounds, window seconds, warm-up seconds) from add_round_args' options."""
     q = args.quick
     return args.rounds or (1 if q else default_rounds), args.window or (0.3 if q else 1.0), 0.3 if q else 1.0
+
+
+def save_results(args, prog: str, stamp: str, scenario: str, data: dict) -> Path:
+    """Write <args.results>/<stamp>-<scenario>.json and say so. Returns its path."""
+    out = Path(args.results)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stamp}-{scenario}.json"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{prog}: wrote {path}")
+    return path
+
+
+def regenerate_report(args) -> None:
+    """BENCHMARKS.md from every result file, unless this was a --quick or --no-report run."""
+    if not args.no_report and not args.quick:
+        subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "gen_report.py")], check=False)

@@ -101,7 +101,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import RESULTS, REPO, BenchError, Ctl, Progress, machine_info  # noqa: E402
+from common import RESULTS, REPO, BenchError, Ctl, Progress, machine_info, regenerate_report, save_results  # noqa: E402
 
 sys.path.insert(0, str(REPO / "python"))
 
@@ -1037,11 +1037,8 @@ def main(argv=None) -> int:
                        "nf_sessions": args.nf_sessions, "autogroup": autogroup(), "sink_wakeup": "block", "policy": "round_robin",
                        "build": str(BUILD), "git_head": head},
             "target": verdict, "results": rows, "sessions": sessions, "errors": errors}
-    out = Path(args.results)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{stamp}-density.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"density.py: wrote {path}")
+    path = save_results(args, "density.py", stamp, "density", data)
+    out = path.parent
     try:
         import gen_report
         png = out / f"{stamp}-density.png"
@@ -1049,8 +1046,7 @@ def main(argv=None) -> int:
             print(f"density.py: wrote {png}")
     except Exception as e:  # noqa: BLE001 - a plot must never cost the results
         print(f"density.py: no plot ({e!r})", file=sys.stderr)
-    if not args.no_report and not q:
-        subprocess.run([sys.executable, str(HERE / "gen_report.py")], check=False)
+    regenerate_report(args)
     return 1 if errors else 0
 
 

@@ -46,7 +46,8 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import REPO, BenchError, CpuShare, Progress, add_round_args, ctl, machine_info, round_settings  # noqa: E402
+from common import (REPO, BenchError, CpuShare, Progress, add_round_args, ctl, machine_info,
+                    regenerate_report, round_settings, save_results)  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -430,13 +431,8 @@ def main(argv=None) -> int:
                        "sluiced_lcores": "0,1", "ids_patterns": IDS_PATTERNS, "ids_match_every": IDS_EVERY,
                        "router_routes": ROUTES, "build": str(BUILD)},
             "results": results, "errors": errors}
-    out = Path(args.results)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{stamp}-nfs.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"nfs.py: wrote {path}")
-    if not args.no_report and not q:
-        subprocess.run([sys.executable, str(HERE / "gen_report.py")], check=False)
+    save_results(args, "nfs.py", stamp, "nfs", data)
+    regenerate_report(args)
     return 1 if errors else 0
 
 

@@ -37,7 +37,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import REPO, BenchError, Progress, add_round_args, ctl, machine_info, round_settings  # noqa: E402
+from common import (REPO, BenchError, Progress, add_round_args, ctl, machine_info, regenerate_report,
+                    round_settings, save_results)  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -218,13 +219,8 @@ def main(argv=None) -> int:
             "machine": machine_info(), "config": {"quick": q, "runs": rounds, "duration_s": window,
                                                   "windows": args.windows, "load_flows": LOAD_FLOWS, "big_flows": big},
             "results": rows, "errors": errors}
-    out = Path(args.results)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{stamp}-steering.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"steering.py: wrote {path}")
-    if not args.no_report and not q:
-        subprocess.run([sys.executable, str(HERE / "gen_report.py")], check=False)
+    save_results(args, "steering.py", stamp, "steering", data)
+    regenerate_report(args)
     return 1 if errors else 0
 
 

@@ -37,7 +37,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import REPO, BenchError, CpuShare, Progress, add_round_args, ctl, machine_info, round_settings  # noqa: E402
+from common import (REPO, BenchError, CpuShare, Progress, add_round_args, ctl, machine_info,
+                    regenerate_report, round_settings, save_results)  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -238,13 +239,8 @@ def main(argv=None) -> int:
                        "nf_core": NF_CORE, "worker_core": WORKER_CORE, "nf_wakeup": "poll", "pool_mbufs": POOL,
                        "private_pool_mbufs": PRIVATE_POOL, "build": str(BUILD)},
             "results": results, "errors": errors}
-    out = Path(args.results)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{stamp}-trust.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"trust.py: wrote {path}")
-    if not args.no_report and not q:
-        subprocess.run([sys.executable, str(HERE / "gen_report.py")], check=False)
+    save_results(args, "trust.py", stamp, "trust", data)
+    regenerate_report(args)
     return 1 if errors else 0
 
 
