@@ -190,11 +190,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 			return;
 		}
 	}
+	int ci = config_service_index(&M.cfg, in->service); /* -1: a service the config does not name */
 	if (M.cfg.attach_token) { /* docs/abi.md "Service tokens" */
-		int ci = -1;
-		for (unsigned i = 0; i < M.cfg.nservices && ci < 0; i++)
-			if (!strcmp(M.cfg.services[i], in->service))
-				ci = (int)i;
 		const struct cfg_auth *a = ci >= 0 ? &M.cfg.auth[ci] : NULL;
 		uint8_t diff = a && a->has_token ? 0 : 1; /* constant time: every byte is compared */
 		for (unsigned i = 0; i < SL_TOKEN_MAX; i++)
@@ -203,7 +200,10 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 			char why[SL_REASON_MAX];
 			snprintf(why, sizeof(why), ci < 0 ? "service '%s' is not in sluiced's config"
 						 : "wrong attach token for service '%s' (SLUICE_NF_TOKEN)", in->service);
-			M.attach_refused[ci < 0 ? 0 : 1]++;
+			if (ci < 0)
+				M.attach_refused.unknown_service++;
+			else
+				M.attach_refused.bad_token++;
 			snprintf(nf->name, sizeof(nf->name), "%s", in->name);
 			nf_detach(nf, SL_ERR_PERM, why);
 			return;
@@ -217,7 +217,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 	snprintf(nf->name, sizeof(nf->name), "%s", in->name);
 	nf->service = (uint16_t)svc;
 	/* its trust domain and access (docs/abi.md "Trust domains"); a service not in the config: default, rw */
-	config_service_domain(&M.cfg, in->service, &nf->domain, &nf->ro);
+	nf->domain = ci >= 0 ? M.cfg.service_domain[ci] : 0;
+	nf->ro = ci >= 0 && M.cfg.service_ro[ci];
 	nf->wakeup = in->wakeup;
 	nf->batch = in->batch ? in->batch : 1;
 	nf->timeout_us = in->timeout_us;
@@ -228,9 +229,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		nf_detach(nf, (uint32_t)rc, "could not allocate rings");
 		return;
 	}
-	for (unsigned i = 0; i < M.cfg.nservices; i++) /* nfs[].quota: its lending budget, <= its ring */
-		if (M.cfg.auth && M.cfg.auth[i].quota && !strcmp(M.cfg.services[i], M.services[nf->service].name))
-			nf->lend_max = M.cfg.auth[i].quota;
+	if (ci >= 0 && M.cfg.auth && M.cfg.auth[ci].quota) /* nfs[].quota: its lending budget, <= its ring */
+		nf->lend_max = M.cfg.auth[ci].quota;
 	struct sl_msg out;
 	sl_msg_init(&out, SL_MSG_ADD_REGION);
 	/* only its own domain's region: its descriptors carry that index */

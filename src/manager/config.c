@@ -205,17 +205,12 @@ static int parse_nf_domain(json_t *v, const char *where, struct config *c, unsig
 	return 0;
 }
 
-bool config_service_domain(const struct config *c, const char *service, uint8_t *domain, bool *ro)
+int config_service_index(const struct config *c, const char *service)
 {
-	*domain = 0;
-	*ro = false;
 	for (unsigned i = 0; i < c->nservices; i++)
-		if (!strcmp(c->services[i], service)) {
-			*domain = c->service_domain[i];
-			*ro = c->service_ro[i] != 0;
-			return true;
-		}
-	return false;
+		if (!strcmp(c->services[i], service))
+			return (int)i;
+	return -1;
 }
 
 static int find_port(const struct config *c, const char *name)

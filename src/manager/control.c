@@ -256,14 +256,22 @@ static uint64_t lent_total(void)
 	return n;
 }
 
+/* Every trust domain's region bytes, buffers and free buffers, added up. */
+static void pool_totals(uint64_t *bytes, uint64_t *mbufs, uint64_t *avail)
+{
+	*bytes = *mbufs = *avail = 0;
+	for (unsigned d = 0; d < M.nregions; d++) {
+		*bytes += M.regions[d]->size;
+		*mbufs += M.regions[d]->nbufs;
+		*avail += rte_mempool_avail_count(M.regions[d]->pool);
+	}
+}
+
 /* Every domain's pool together: whole when free == mbufs. */
 static json_t *j_pool(void)
 {
-	uint64_t mbufs = 0, avail = 0;
-	for (unsigned d = 0; d < M.nregions; d++) {
-		mbufs += M.regions[d]->nbufs;
-		avail += rte_mempool_avail_count(M.regions[d]->pool);
-	}
+	uint64_t bytes, mbufs, avail;
+	pool_totals(&bytes, &mbufs, &avail);
 	return json_pack("{s:I,s:I,s:I}", "mbufs", (json_int_t)mbufs, "free", (json_int_t)avail, "lent",
 			 (json_int_t)lent_total());
 }
@@ -316,12 +324,8 @@ static json_t *j_status(void)
 	for (uint32_t i = 0; i < M.max_nfs; i++)
 		nnf += M.nfs[i].state == NF_ATTACHED;
 	/* memory over every trust domain; "domains" has each one's region and pool */
-	uint64_t bytes = 0, mbufs = 0, avail = 0;
-	for (unsigned d = 0; d < M.nregions; d++) {
-		bytes += M.regions[d]->size;
-		mbufs += M.regions[d]->nbufs;
-		avail += rte_mempool_avail_count(M.regions[d]->pool);
-	}
+	uint64_t bytes, mbufs, avail;
+	pool_totals(&bytes, &mbufs, &avail);
 	json_t *j = json_pack("{s:b,s:s,s:I,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ok", 1, "version",
 			 SLUICED_VERSION, "pid", (json_int_t)getpid(), "uptime_s",
 			 (json_int_t)((now_ms() - M.started_ms) / 1000), "huge_pages", M.region.huge,
@@ -351,10 +355,10 @@ static json_t *j_violations(void)
 		json_object_set_new(inv, sl_desc_verdict_key(v), json_integer((json_int_t)M.invalid[v]));
 	for (int e = NF_RING_OK + 1; e < NF_RING__COUNT; e++)
 		json_object_set_new(ring, nf_ring_err_key(e), json_integer((json_int_t)M.ring_faults[e]));
-	json_t *att = json_pack("{s:I,s:I}", "unknown_service", (json_int_t)M.attach_refused[0], "bad_token",
-				(json_int_t)M.attach_refused[1]);
-	json_t *quota = json_pack("{s:I,s:I}", "nf", (json_int_t)M.quota_drops[0], "domain",
-				  (json_int_t)M.quota_drops[1]);
+	json_t *att = json_pack("{s:I,s:I}", "unknown_service", (json_int_t)M.attach_refused.unknown_service,
+				"bad_token", (json_int_t)M.attach_refused.bad_token);
+	json_t *quota = json_pack("{s:I,s:I}", "nf", (json_int_t)M.quota_drops.nf, "domain",
+				  (json_int_t)M.quota_drops.domain);
 	return json_pack("{s:o,s:o,s:o,s:o}", "invalid_desc", inv, "ring", ring, "attach", att, "quota", quota);
 }
 

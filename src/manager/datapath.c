@@ -536,7 +536,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	struct nf *nf = &M.nfs[id];
 	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
 		if (nf->lend_max < M.cfg.ring_size) { /* its quota (nfs[].quota), not its ring */
-			M.quota_drops[0]++;
+			M.quota_drops.nf++;
 			M.drops.quota++;
 		} else {
 			nf->st.drop_ring_full++;
@@ -546,7 +546,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 		return;
 	}
 	if (unlikely(M.dom_held[nf->domain] >= M.dom_max[nf->domain])) { /* the domain's NFs hold its bound */
-		M.quota_drops[1]++;
+		M.quota_drops.domain++;
 		M.drops.quota++;
 		drop(m);
 		return;
@@ -745,6 +745,14 @@ static inline void rx_vlan_restore(struct rte_mbuf *m)
 	m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_VLAN);
 }
 
+/* A descriptor (or its port set) refused for reason v: counted for the NF, in total and by reason. */
+static inline void count_invalid(struct nf *nf, enum sl_desc_verdict v)
+{
+	nf->st.drop_invalid++;
+	M.drops.invalid_desc++;
+	M.invalid[v]++;
+}
+
 static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, const struct route *rt)
 {
 	struct region *r = M.regions[nf->domain]; /* it was lent buffers of its own domain only */
@@ -760,9 +768,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	     (d->action & SL_ACT_MASK) == SL_ACT_OUT_SET))
 		v = SL_DESC_RO_CHANGED;
 	if (unlikely(v != SL_DESC_OK)) {
-		nf->st.drop_invalid++;
-		M.drops.invalid_desc++;
-		M.invalid[v]++;
+		count_invalid(nf, v);
 		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
 			sl_lend_return(&r->lend, d->buf);
 			nf->lent--;
@@ -798,9 +804,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	case SL_ACT_OUT_SET: {
 		enum sl_desc_verdict ov = out_set(m, au, st->in_port);
 		if (unlikely(ov != SL_DESC_OK)) {
-			nf->st.drop_invalid++;
-			M.drops.invalid_desc++;
-			M.invalid[ov]++;
+			count_invalid(nf, ov);
 			drop(m);
 		}
 		break;

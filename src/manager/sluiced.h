@@ -100,9 +100,8 @@ int svc_policy_parse(const char *s);
 bool config_valid_name(const char *s);
 /* Free what config_load allocated. */
 void config_free(struct config *c);
-/* The trust domain and access of a service declared under nfs: (false: not declared; the default
- * domain, rw). */
-bool config_service_domain(const struct config *c, const char *service, uint8_t *domain, bool *ro);
+/* Index of a service declared under nfs: (into services, service_domain, service_ro, auth), or -1. */
+int config_service_index(const struct config *c, const char *service);
 
 /* ---- packet memory (mem.c): one region per trust domain ---- */
 
@@ -543,8 +542,8 @@ struct manager {
 	volatile bool stop;
 	bool test_hooks;            /* --test-hooks: debug-only control commands (docs/api.md) */
 	/* authorisation and quotas (docs/api.md "Violations") */
-	uint64_t attach_refused[2]; /* violations.attach: unknown_service, bad_token (control thread) */
-	uint64_t quota_drops[2];    /* violations.quota: nf (its quota), domain (its bound) (worker) */
+	struct { uint64_t unknown_service, bad_token; } attach_refused; /* violations.attach (control thread) */
+	struct { uint64_t nf, domain; } quota_drops; /* violations.quota: an NF at its quota, a domain at its bound (worker) */
 	uint32_t dom_held[SL_MAX_DOMAINS]; /* buffers a domain's NFs hold or have staged (worker) */
 	uint32_t dom_max[SL_MAX_DOMAINS];  /* what they may hold: the pool less its RX reserve */
 	uint64_t bell_polls, bell_events;  /* doorbell epoll_wait(0) calls and the events they returned */
