@@ -38,9 +38,9 @@ VDEV_RE = re.compile(r"net_[A-Za-z0-9_]+(,.*)?\Z")
 
 WAKEUP_MODES = ("poll", "block", "adaptive")
 RESTART_POLICIES = ("always", "on-failure", "never")
-SANDBOX_MODES = ("strict", "none")
+SANDBOX_MODES = ("strict", "none")  # docs/abi.md "Sandbox"; python/sluice/sandbox.py
 ACCESS_MODES = ("rw", "ro")          # nfs[].access: ro maps the NF's packet region read-only
-MAX_DOMAINS = 64                     # trust domains, default and private ones included (sluiced's limit)   # docs/abi.md "Sandbox"; python/sluice/sandbox.py
+MAX_DOMAINS = 64                     # trust domains, default and private ones included (sluiced's limit)
 HUGE_PAGES = ("auto", "on", "off")
 
 

@@ -515,12 +515,13 @@ class Supervisor:
             self.write_state()
         return changed
 
-    def attached_names(self):
+    def attached_names(self, unknown=frozenset()):
+        """Names of the NFs sluiced lists as attached; `unknown` when it cannot be asked."""
         try:
             with Client(self.ctl, timeout=2.0) as c:
                 return {nf.get("name") for nf in c.nfs()}
         except SluiceError:
-            return set()
+            return unknown
 
     def wait_nfs_attached(self):
         deadline = time.monotonic() + self.attach_timeout
@@ -659,11 +660,7 @@ class Supervisor:
             # sluiced does not list -- not attached yet, or dying: a killed NF's socket closes (and
             # sluiced drops it) before its process can be reaped, so poll() may still say running.
             # Then the highest-numbered of the rest.
-            try:
-                with Client(self.ctl, timeout=2.0) as c:
-                    attached = {n.get("name") for n in c.nfs()}
-            except SluiceError:
-                attached = None  # cannot tell: go by the processes alone
+            attached = self.attached_names(unknown=None)  # None: cannot tell, go by the processes alone
 
             def carries_traffic(s):
                 return s.state == "running" and (attached is None or s.name in attached)
