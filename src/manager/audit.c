@@ -37,6 +37,7 @@ static void audit_pool(struct pool_audit *a, struct region *r, uint32_t base)
 {
 	struct rte_mempool *mp = r->pool;
 	unsigned lc;
+	region_stash_release(r); /* the copy stash is free buffers: back in the pool to be counted */
 	RTE_LCORE_FOREACH(lc) { /* the other lcores wait (main: in worker_call), so their caches are still */
 		struct rte_mempool_cache *c = rte_mempool_default_cache(mp, lc);
 		if (c)

@@ -263,7 +263,7 @@ static void pool_totals(uint64_t *bytes, uint64_t *mbufs, uint64_t *avail)
 	for (unsigned d = 0; d < M.nregions; d++) {
 		*bytes += M.regions[d]->size;
 		*mbufs += M.regions[d]->nbufs;
-		*avail += rte_mempool_avail_count(M.regions[d]->pool);
+		*avail += rte_mempool_avail_count(M.regions[d]->pool) + region_stash_count(M.regions[d]);
 	}
 }
 
@@ -291,7 +291,7 @@ static json_t *j_domains(void)
 		json_array_append_new(a, json_pack("{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "id", (json_int_t)d, "name",
 						   r->name, "region_bytes", (json_int_t)r->size, "mbufs",
 						   (json_int_t)r->nbufs, "free",
-						   (json_int_t)rte_mempool_avail_count(r->pool), "lent", (json_int_t)lent,
+						   (json_int_t)(rte_mempool_avail_count(r->pool) + region_stash_count(r)), "lent", (json_int_t)lent,
 						   "nfs", (json_int_t)nfs, "huge_pages", r->huge));
 	}
 	return a;

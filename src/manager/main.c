@@ -351,6 +351,7 @@ out:
 		port_close(&M.ports[i]);
 	for (unsigned d = M.nregions; d-- > 0;) {
 		struct region *r = M.regions[d];
+		region_stash_release(r);
 		if (r->pool) {
 			unsigned avail = rte_mempool_avail_count(r->pool);
 			if (avail != r->nbufs)
