@@ -146,12 +146,30 @@ struct sl_counter {
 };
 _Static_assert(sizeof(struct sl_counter) == 32, "counter is 32 bytes");
 
+/* Pipe input (docs/abi.md "Pipes"): where the NF reads the pipe ring of its upstream NF, if it has
+ * one. The manager writes offset/start/fence and then bumps epoch (release); the NF, on seeing a new
+ * epoch, stops reading the old pipe, starts on the new one (offset SL_PIPE_NONE: none) at `start`,
+ * and stores `cons` then `ack` = epoch. `cons` is the NF's consumer index in that pipe ring, stored
+ * (release) after every read: the manager accounts the buffers it took from it. */
+#define SL_PIPE_NONE UINT64_MAX
+struct sl_pipe_in {
+	uint32_t epoch;   /* manager */
+	uint32_t start;   /* manager: first index to read in the new pipe ring */
+	uint64_t offset;  /* manager: byte offset of the upstream's pipe ring in the pipe map (ADD_PIPE) */
+	uint32_t fence;   /* manager: read the pipe only once the RX ring's consumer index reached this */
+	uint32_t ack;     /* NF: the epoch it follows */
+	uint32_t cons;    /* NF: next index it will read in the pipe ring */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct sl_pipe_in) == 32, "pipe_in is 32 bytes");
+
 struct sl_nf_info {
 	uint32_t magic;                 /* SL_ABI_MAGIC */
 	uint32_t port_count;            /* ports 0..port_count-1 are named below */
 	uint32_t counters_max;          /* SL_COUNTERS_MAX */
 	uint32_t counters_used;         /* NF: entries in use (release-stored after the entry's name) */
-	uint8_t reserved[SL_CACHE_LINE - 16];
+	struct sl_pipe_in pipe_in;      /* was reserved (zero): an SDK without pipes never reads it */
+	uint8_t reserved[SL_CACHE_LINE - 16 - sizeof(struct sl_pipe_in)];
 	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX];
 	struct sl_counter counter[SL_COUNTERS_MAX];
 };
@@ -166,6 +184,8 @@ _Static_assert(offsetof(struct sl_nf_info, counter) % 8 == 0, "counters are 8-by
 /*   -> INIT           NF name, service, wakeup mode                          */
 /*   <- ADD_REGION     + fd (memfd of a packet region), once per region       */
 /*   <- ADD_RING       + 2 fds (ring memfd, eventfd), RX ring then TX ring    */
+/*   <- ADD_PIPE       + fd (the domain's pipe memfd), only to an NF whose    */
+/*                     INIT has SL_INIT_F_PIPES, when the manager runs pipes  */
 /*   <- CONNECTED      NF id, port table size                                 */
 /*   ... packets flow over the rings ...                                      */
 /*   <-> DISCONNECT    code + reason, then close                              */
@@ -177,6 +197,7 @@ enum sl_msg_type {
 	SL_MSG_ADD_RING = 4,
 	SL_MSG_CONNECTED = 5,
 	SL_MSG_DISCONNECT = 6,
+	SL_MSG_ADD_PIPE = 7,
 	SL_MSG__COUNT
 };
 
@@ -202,7 +223,9 @@ struct sl_msg_init {
 	char name[SL_NAME_MAX];     /* instance name, unique: "fwd.0" */
 	char service[SL_NAME_MAX];  /* service it serves: "fwd" */
 	uint8_t wakeup;             /* enum sl_wakeup */
-	uint8_t pad[3];
+	uint8_t flags;              /* SL_INIT_F_*: what this SDK can do (was zero padding: an older
+	                             * manager ignores it) */
+	uint8_t pad[2];
 	uint32_t batch;             /* block mode: kick when this many wait (1..ring size) */
 	uint32_t timeout_us;        /* block mode: kick when the oldest waits this long */
 	uint32_t pid;               /* informative; the manager trusts SO_PEERCRED */
@@ -212,6 +235,9 @@ struct sl_msg_init {
 	                              * older SDK sends zeros here (the message body is zero-filled) */
 };
 _Static_assert(offsetof(struct sl_msg_init, token) == 80, "the token follows pid");
+/* INIT flags. PIPES: the SDK takes ADD_PIPE, writes its plain NEXT descriptors on its pipe ring and
+ * follows sl_nf_info.pipe_in (docs/abi.md "Pipes"). */
+#define SL_INIT_F_PIPES 0x1u
 
 struct sl_msg_add_region {
 	uint64_t size;         /* bytes to mmap from the fd */
@@ -234,6 +260,16 @@ struct sl_msg_add_ring {
 	uint32_t index;
 	uint32_t dir;          /* enum sl_ring_dir */
 	uint32_t size;         /* slots */
+	uint32_t pad;
+};
+
+/* ADD_PIPE: the domain's pipe memfd, mapped read-write whole (map_size). The NF's own pipe ring (its
+ * output for plain NEXT descriptors) is at out_offset; the pipe rings it may be told to read
+ * (sl_nf_info.pipe_in.offset) are in the same map. Every ring has `size` slots. */
+struct sl_msg_add_pipe {
+	uint64_t map_size;
+	uint64_t out_offset;
+	uint32_t size;
 	uint32_t pad;
 };
 
@@ -264,6 +300,7 @@ struct sl_msg {
 		struct sl_msg_add_ring add_ring;
 		struct sl_msg_connected connected;
 		struct sl_msg_disconnect disconnect;
+		struct sl_msg_add_pipe add_pipe;
 		uint8_t raw[SL_MSG_SIZE - 8];
 	} u;
 };
@@ -277,6 +314,7 @@ static inline int sl_msg_fd_count(uint16_t type)
 {
 	switch (type) {
 	case SL_MSG_ADD_REGION: return 1;
+	case SL_MSG_ADD_PIPE: return 1;
 	case SL_MSG_ADD_RING: return 2;
 	default: return 0;
 	}

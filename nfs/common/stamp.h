@@ -31,7 +31,8 @@
 #define GEN_HDR_LEN    42u                        /* Ethernet 14 + IPv4 20 + UDP 8 */
 #define STAMP_MIN_SIZE (GEN_HDR_LEN + STAMP_LEN)  /* 66: smallest frame with a stamp */
 #define GEN_MIN_SIZE   60u                        /* Ethernet minimum without the FCS */
-#define GEN_MAX_SIZE   1514u                      /* 1500-byte MTU + Ethernet header */
+#define GEN_MAX_SIZE   16384u                     /* the largest buffer (sluiced.buffer_size); a
+                                                   * frame its buffer cannot hold is not generated */
 #define GEN_MAX_FLOWS  (1u << 24)                 /* 65536 source IPs x 256 source ports */
 
 struct stamp {

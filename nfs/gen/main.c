@@ -205,8 +205,8 @@ int main(int argc, char **argv)
 		.opts_help =
 			"  --rate-pps R       packets per second, token bucket on the TSC (default 0 = unlimited)\n"
 			"  --burst N          token bucket depth in packets (default 32)\n"
-			"  --size B           frame size without FCS, 60..1514 (default 66, the smallest\n"
-			"                     with a stamp)\n"
+			"  --size B           frame size without FCS, 60..16384 (default 66, the smallest\n"
+			"                     with a stamp; above 1514 needs a jumbo sluiced.buffer_size)\n"
 			"  --flows F          cycle through F UDP flows, 1..16777216 (default 1024)\n"
 			"  --count N          generate N packets, then drop everything (default 0 = no limit)\n"
 			"  --gen-id ID        generator id written in every stamp (default 0)\n"

@@ -42,6 +42,11 @@ SANDBOX_MODES = ("strict", "none")  # docs/abi.md "Sandbox"; python/sluice/sandb
 ACCESS_MODES = ("rw", "ro")          # nfs[].access: ro maps the NF's packet region read-only
 MAX_DOMAINS = 64                     # trust domains, default and private ones included (sluiced's limit)
 HUGE_PAGES = ("auto", "on", "off")
+# packet data bytes per buffer (sluiced.buffer_size, domains[].buffer_size; docs/abi.md "Buffer size
+# and jumbo frames"): SL_DATA_ROOM_MIN..SL_DATA_ROOM_MAX in steps of SL_DATA_ROOM_ALIGN (sluiced.h)
+BUFFER_SIZE_DEFAULT, BUFFER_SIZE_MIN, BUFFER_SIZE_MAX, BUFFER_SIZE_ALIGN = 2048, 2048, 16384, 64
+HEADROOM = 128                       # RTE_PKTMBUF_HEADROOM: every buffer is headroom + buffer_size
+REGION_MAX_BYTES = (1 << 32) - (2 << 20)  # descriptor offsets are 32-bit (sluiced checks the same)
 
 
 # ---------------------------------------------------------------- YAML loading
@@ -190,11 +195,13 @@ def _unique_names(items, path):
 
 SLUICED_DEFAULTS = {
     "pool_mbufs": 16384,
+    "buffer_size": BUFFER_SIZE_DEFAULT,
     "ring_size": 1024,
     "max_nfs": 64,
     "huge_pages": "auto",
     "socket_dir": DEFAULT_SOCKET_DIR,
     "lcores": "0,1",
+    "pipes": False,
 }
 
 NF_DEFAULTS = {
@@ -222,6 +229,9 @@ def _sluiced(v, path="sluiced"):
         out["ring_size"] = rs
     if "max_nfs" in v:
         out["max_nfs"] = _int(v["max_nfs"], f"{path}.max_nfs", 1, 16384)
+    if "buffer_size" in v:
+        out["buffer_size"] = _buffer_size(v["buffer_size"], f"{path}.buffer_size")
+    _region_size(out["pool_mbufs"], out["buffer_size"], f"{path}.buffer_size")
     if "huge_pages" in v:
         hp = v["huge_pages"]
         # YAML 1.1 reads bare on/off as booleans: take them back.
@@ -242,12 +252,32 @@ def _sluiced(v, path="sluiced"):
         out["socket_dir"] = sd
     if "lcores" in v:
         out["lcores"] = _lcores(v["lcores"], f"{path}.lcores")
+    if "pipes" in v:
+        if not isinstance(v["pipes"], bool):
+            raise ConfigError(f"{path}.pipes", f"must be true or false (got {v['pipes']!r})")
+        out["pipes"] = v["pipes"]
     if out["ring_size"] * 4 > out["pool_mbufs"]:
         # one NF may hold a whole ring's worth of buffers (sluiced checks the same)
         raise ConfigError(f"{path}.ring_size",
                           f"{out['ring_size']} is too large for pool_mbufs {out['pool_mbufs']} "
                           f"(need pool_mbufs >= 4 x ring_size)")
     return out
+
+
+def _buffer_size(v, path):
+    n = _int(v, path, BUFFER_SIZE_MIN, BUFFER_SIZE_MAX)
+    if n % BUFFER_SIZE_ALIGN:
+        raise ConfigError(path, f"{n} is not a multiple of {BUFFER_SIZE_ALIGN} (e.g. 9216 for a 9000-byte MTU)")
+    return n
+
+
+def _region_size(mbufs, buffer_size, path):
+    """A domain's region (mbufs buffers of headroom + buffer_size bytes) stays below 4 GiB."""
+    total = mbufs * (buffer_size + HEADROOM)
+    if total > REGION_MAX_BYTES:
+        raise ConfigError(path, f"{mbufs} buffers of {buffer_size + HEADROOM} bytes (buffer_size {buffer_size} + "
+                                f"{HEADROOM} headroom) make a region of {total / (1 << 30):.1f} GiB; a region is "
+                                "at most 4 GiB (descriptor offsets are 32-bit): lower pool_mbufs or buffer_size")
 
 
 def _lcores(v, path):
@@ -504,14 +534,16 @@ def normalize(data, base_dir=None, check_programs=True):
 
 
 def _domains(v, cfg):
-    """domains: [{name, pool_mbufs}] plus one private domain per trusted: false NF; checks every
-    nfs[].domain. The list sluiced gets (domain 0, "default", is implicit: sluiced.pool_mbufs)."""
+    """domains: [{name, pool_mbufs, buffer_size}] plus one private domain per trusted: false NF; checks
+    every nfs[].domain. The list sluiced gets (domain 0, "default", is implicit: sluiced.pool_mbufs and
+    sluiced.buffer_size). A domain without buffer_size (private ones too) has sluiced.buffer_size."""
     v = [] if v is None else _list(v, "domains")
     out, seen = [], {"default": None}
     private = {nf["name"]: i for i, nf in enumerate(cfg["nfs"]) if not nf["trusted"]}
+    bsize = cfg["sluiced"]["buffer_size"]
     for i, d in enumerate(v):
         path = f"domains[{i}]"
-        _mapping(d, path, ["name", "pool_mbufs"])
+        _mapping(d, path, ["name", "pool_mbufs", "buffer_size"])
         if "name" not in d:
             raise ConfigError(f"{path}.name", "required")
         name = _name(d["name"], f"{path}.name")
@@ -524,13 +556,19 @@ def _domains(v, cfg):
             raise ConfigError(f"{path}.name", f"{name!r} is the private domain of nfs[{private[name]}] "
                                               "(trusted: false); choose another name")
         seen[name] = i
-        out.append({"name": name, "pool_mbufs": _int(d.get("pool_mbufs", 4096), f"{path}.pool_mbufs",
-                                                     1024, 1048576)})
+        dom = {"name": name, "pool_mbufs": _int(d.get("pool_mbufs", 4096), f"{path}.pool_mbufs", 1024, 1048576),
+               "buffer_size": _buffer_size(d["buffer_size"], f"{path}.buffer_size") if "buffer_size" in d
+               else bsize}
+        _region_size(dom["pool_mbufs"], dom["buffer_size"],
+                     f"{path}.buffer_size" if "buffer_size" in d else f"{path}.pool_mbufs")
+        out.append(dom)
     ring = cfg["sluiced"]["ring_size"]
     for i, nf in enumerate(cfg["nfs"]):
         if not nf["trusted"]:
-            out.append({"name": nf["name"],
-                        "pool_mbufs": nf.get("pool_mbufs") or min(1048576, max(1024, 2 * nf["instances"] * ring))})
+            dom = {"name": nf["name"], "buffer_size": bsize,
+                   "pool_mbufs": nf.get("pool_mbufs") or min(1048576, max(1024, 2 * nf["instances"] * ring))}
+            _region_size(dom["pool_mbufs"], bsize, f"nfs[{i}].pool_mbufs")
+            out.append(dom)
         elif nf["domain"] not in seen:
             raise ConfigError(f"nfs[{i}].domain", f"unknown domain {nf['domain']!r}"
                                                   + _known(set(seen)))

@@ -64,6 +64,12 @@ static int check_fields(const struct sl_msg *m)
 		uint64_t bytes = sl_ring_bytes(r->size);
 		return r->offset <= r->map_size && bytes <= r->map_size - r->offset;
 	}
+	case SL_MSG_ADD_PIPE: {
+		const struct sl_msg_add_pipe *pm = &m->u.add_pipe;
+		if (pm->size < 2 || (pm->size & (pm->size - 1)) != 0 || pm->out_offset % SL_CACHE_LINE != 0)
+			return 0;
+		return pm->out_offset <= pm->map_size && sl_ring_bytes(pm->size) <= pm->map_size - pm->out_offset;
+	}
 	case SL_MSG_CONNECTED:
 		return 1;
 	case SL_MSG_DISCONNECT:

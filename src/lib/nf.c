@@ -61,6 +61,17 @@ struct sl_nf {
 	int sandboxed;               /* the strict sandbox's filter is installed */
 	uint32_t nf_id, service_id, port_count;
 	struct sl_nf_info *info;     /* the info page (abi.h), NULL if the manager gave none */
+	/* pipes (docs/abi.md "Pipes"): the domain's pipe map, our pipe ring (plain NEXT descriptors go
+	 * there) and the upstream's pipe ring we read, if the manager joined us to one */
+	void *pipe_map;
+	size_t pipe_map_size;
+	uint32_t pipe_size;          /* slots of every pipe ring */
+	struct sl_ring *pipe_out;
+	struct sl_ring *pipe_in;     /* NULL: no pipe input */
+	uint32_t pipe_epoch;         /* the pipe_in epoch we follow */
+	uint32_t pipe_cons;          /* our index in pipe_in */
+	uint32_t pipe_fence;         /* read pipe_in only once our RX consumer index reached this */
+	int pipe_fence_ok;           /* ... which it has (older packets came through the RX ring) */
 	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX]; /* copied from it at attach */
 	struct sl_nf_config cfg;
 	struct sl_nf_stats stats;
@@ -272,6 +283,33 @@ static int add_ring(struct sl_nf *nf, const struct sl_msg_add_ring *r, int *fds)
 	return err;
 }
 
+/* ADD_PIPE: map the domain's pipe memfd; our own pipe ring must be there, initialised. */
+static int add_pipe(struct sl_nf *nf, const struct sl_msg_add_pipe *pm, int fd)
+{
+	int err = SL_OK;
+	void *p = MAP_FAILED;
+	if (nf->pipe_map != NULL)
+		err = SL_ERR_ORDER;
+	else if (pm->map_size > SIZE_MAX || !fd_size_at_least(fd, pm->map_size))
+		err = SL_ERR_MAP;
+	else if ((p = mmap(NULL, (size_t)pm->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		err = SL_ERR_MAP;
+	else {
+		struct sl_ring *ring = (struct sl_ring *)((uint8_t *)p + pm->out_offset);
+		if (ring->magic != SL_ABI_MAGIC || ring->size != pm->size || ring->mask != pm->size - 1) {
+			munmap(p, (size_t)pm->map_size);
+			err = SL_ERR_FIELD;
+		} else {
+			nf->pipe_map = p;
+			nf->pipe_map_size = (size_t)pm->map_size;
+			nf->pipe_size = pm->size;
+			nf->pipe_out = ring;
+		}
+	}
+	close(fd);
+	return err;
+}
+
 /* CONNECTED: find the info page in the TX ring's map of the ring memfd; copy the port names. An info
  * page that does not fit or lacks the magic is ignored (no counters, no port names). */
 static void take_info(struct sl_nf *nf, const struct sl_msg_connected *c)
@@ -313,6 +351,8 @@ static void nf_free(struct sl_nf *nf)
 	for (int d = 0; d < 2; d++)
 		if (nf->ring_map[d] != NULL)
 			munmap(nf->ring_map[d], nf->ring_map_size[d]);
+	if (nf->pipe_map != NULL)
+		munmap(nf->pipe_map, nf->pipe_map_size);
 	for (int i = 0; i < SL_REGIONS; i++)
 		if (nf->region[i].base != NULL)
 			munmap(nf->region[i].base, nf->region[i].size);
@@ -329,6 +369,7 @@ static int build_init(const struct sl_nf_config *cfg, struct sl_msg *m)
 	memcpy(m->u.init.name, cfg->name, sizeof(m->u.init.name));
 	memcpy(m->u.init.service, cfg->service, sizeof(m->u.init.service));
 	m->u.init.wakeup = (uint8_t)cfg->wakeup;
+	m->u.init.flags = SL_INIT_F_PIPES;
 	m->u.init.batch = cfg->batch;
 	m->u.init.timeout_us = cfg->timeout_us;
 	m->u.init.pid = (uint32_t)getpid();
@@ -379,6 +420,14 @@ static int handshake(struct sl_nf *nf, uint64_t deadline)
 			break;
 		case SL_MSG_ADD_RING:
 			if ((err = add_ring(nf, &m.u.add_ring, fds)) != SL_OK)
+				goto rejected;
+			break;
+		case SL_MSG_ADD_PIPE:
+			if (nf->rx == NULL || nf->tx == NULL) {
+				err = SL_ERR_ORDER; /* after the rings */
+				goto reject;
+			}
+			if ((err = add_pipe(nf, &m.u.add_pipe, fds[0])) != SL_OK)
 				goto rejected;
 			break;
 		case SL_MSG_CONNECTED:
@@ -554,6 +603,72 @@ static int check_socket(struct sl_nf *nf)
 	return socket_event(nf);
 }
 
+/* ------------------------------------------------------------------------ */
+/* pipes (docs/abi.md "Pipes")                                                 */
+
+/* The manager moved our pipe input: stop reading the old pipe ring, start on the new one (or none),
+ * then say so: cons first, ack last, both release-stored. */
+static void pipe_follow(struct sl_nf *nf)
+{
+	struct sl_pipe_in *pi = &nf->info->pipe_in;
+	uint32_t e = __atomic_load_n(&pi->epoch, __ATOMIC_ACQUIRE);
+	if (e == nf->pipe_epoch)
+		return;
+	uint64_t off = __atomic_load_n(&pi->offset, __ATOMIC_RELAXED);
+	uint32_t start = __atomic_load_n(&pi->start, __ATOMIC_RELAXED);
+	uint32_t fence = __atomic_load_n(&pi->fence, __ATOMIC_RELAXED);
+	nf->pipe_in = NULL;
+	if (off != SL_PIPE_NONE && off % SL_CACHE_LINE == 0 && off <= nf->pipe_map_size &&
+	    sl_ring_bytes(nf->pipe_size) <= nf->pipe_map_size - off) {
+		struct sl_ring *r = (struct sl_ring *)((uint8_t *)nf->pipe_map + off);
+		if (r != nf->pipe_out) {
+			nf->pipe_in = r;
+			nf->pipe_cons = start;
+			nf->pipe_fence = fence;
+			nf->pipe_fence_ok = 0;
+		}
+	}
+	__atomic_store_n(&pi->cons, nf->pipe_cons, __ATOMIC_RELEASE);
+	nf->pipe_epoch = e;
+	__atomic_store_n(&pi->ack, e, __ATOMIC_RELEASE);
+}
+
+/* May we read the pipe yet? Not before the packets the manager put in our RX ring before it opened
+ * the pipe (they are older): until our RX consumer index reaches the fence. */
+static inline int pipe_open_now(struct sl_nf *nf)
+{
+	if (nf->pipe_in == NULL)
+		return 0;
+	if (!nf->pipe_fence_ok)
+		nf->pipe_fence_ok = (int32_t)(nf->rx->cons - nf->pipe_fence) >= 0;
+	return nf->pipe_fence_ok;
+}
+
+static inline int pipe_pending(struct sl_nf *nf)
+{
+	return pipe_open_now(nf) && __atomic_load_n(&nf->pipe_in->prod, __ATOMIC_ACQUIRE) != nf->pipe_cons;
+}
+
+/* Take up to max descriptors from the upstream's pipe ring. Its indices are the upstream's (same trust
+ * domain); a producer index more than a ring ahead is read as nothing (the manager catches it). */
+static uint32_t pipe_read(struct sl_nf *nf, struct sl_desc *d, uint32_t max)
+{
+	if (!pipe_open_now(nf))
+		return 0;
+	struct sl_ring *r = nf->pipe_in;
+	uint32_t n = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE) - nf->pipe_cons;
+	if (n > nf->pipe_size)
+		return 0;
+	if (n > max)
+		n = max;
+	uint32_t mask = nf->pipe_size - 1;
+	for (uint32_t i = 0; i < n; i++)
+		d[i] = r->desc[(nf->pipe_cons + i) & mask];
+	nf->pipe_cons += n;
+	__atomic_store_n(&nf->info->pipe_in.cons, nf->pipe_cons, __ATOMIC_RELEASE);
+	return n;
+}
+
 /* Block until the RX eventfd is kicked or the socket/stop needs attention.
  * Returns 0 or the code sl_nf_run must return. */
 static int block_rx(struct sl_nf *nf)
@@ -561,6 +676,10 @@ static int block_rx(struct sl_nf *nf)
 	int rc = 0;
 	if (!sl_ring_prepare_sleep(nf->rx))
 		return 0; /* something arrived meanwhile */
+	if (pipe_pending(nf)) { /* the manager kicks a sleeper for its pipe too; no need to sleep */
+		sl_ring_awake(nf->rx);
+		return 0;
+	}
 	if (!stopping(nf)) {
 		struct pollfd pfd[2] = {
 			{ .fd = nf->rx_efd, .events = POLLIN },
@@ -583,14 +702,16 @@ static int block_rx(struct sl_nf *nf)
 	return rc;
 }
 
-/* Publish n descriptors on the TX ring, waiting for room if need be.
+/* Publish n descriptors on ring r (the TX ring or our pipe ring), waiting for room if need be.
  * Returns 0, or a code if the manager went away while we waited. */
-static int tx_all(struct sl_nf *nf, const struct sl_desc *d, uint32_t n)
+static int ring_put(struct sl_nf *nf, struct sl_ring *r, const struct sl_desc *d, uint32_t n)
 {
 	uint32_t done = 0, spins = 0;
 	int rc = 0;
+	if (n == 0)
+		return 0;
 	for (;;) {
-		done += sl_ring_enqueue_burst(nf->tx, d + done, n - done);
+		done += sl_ring_enqueue_burst(r, d + done, n - done);
 		if (done == n || stopping(nf))
 			break;
 		cpu_relax();
@@ -598,11 +719,29 @@ static int tx_all(struct sl_nf *nf, const struct sl_desc *d, uint32_t n)
 			break;
 	}
 	nf->stats.tx_pkts += done;
-	if (done != 0 && sl_ring_needs_kick(nf->tx)) {
-		nf->tx->prod_kicks++;
+	if (done != 0 && sl_ring_needs_kick(r)) {
+		r->prod_kicks++;
 		kick_fd(nf->tx_efd);
 	}
 	return rc;
+}
+
+/* Hand back n descriptors: plain NEXT ones on our pipe ring when we have one (the manager or the next
+ * NF of the chain reads it), everything else on the TX ring. */
+static int tx_all(struct sl_nf *nf, struct sl_desc *d, uint32_t n)
+{
+	if (nf->pipe_out == NULL)
+		return ring_put(nf, nf->tx, d, n);
+	struct sl_desc next[SL_BURST_MAX];
+	uint32_t nn = 0, k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (d[i].action == SL_ACT_NEXT)
+			next[nn++] = d[i];
+		else
+			d[k++] = d[i];
+	}
+	int rc = ring_put(nf, nf->pipe_out, next, nn);
+	return rc != 0 ? rc : ring_put(nf, nf->tx, d, k);
 }
 
 /* One burst: RX ring -> handler -> TX ring. Returns packets handled (>= 0)
@@ -614,6 +753,11 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 	uint32_t n = sl_ring_dequeue_burst(nf->rx, d, SL_BURST_MAX);
 	unsigned np = 0, nbad = 0;
 
+	if (nf->pipe_map != NULL && nf->info != NULL) {
+		pipe_follow(nf);
+		if (n < SL_BURST_MAX)
+			n += pipe_read(nf, d + n, SL_BURST_MAX - n);
+	}
 	if (n == 0)
 		return 0;
 	nf->stats.rx_pkts += n;

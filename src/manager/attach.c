@@ -165,6 +165,7 @@ static void nf_rings_destroy(struct nf *nf)
 	nf->ring_map = NULL;
 	nf->rx = nf->tx = NULL;
 	nf->info = NULL;
+	nf->po = NULL;
 	if (nf->ring_fd >= 0)
 		close(nf->ring_fd);
 	if (nf->rx_kick_fd >= 0)
@@ -247,6 +248,19 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 							   .index = 0, .dir = dir, .size = M.cfg.ring_size };
 		int fds[2] = { nf->ring_fd, dir == SL_RING_RX ? nf->rx_kick_fd : nf->tx_kick_fd };
 		ok = send_msg(nf->sock, &out, fds, 2) == 0;
+	}
+	/* Pipes (docs/abi.md "Pipes"): an rw NF whose SDK takes them gets its domain's pipe area */
+	nf->po = NULL;
+	nf->pipe_to = nf->pipe_from = -1;
+	nf->pipe_epoch = nf->pipe_open_epoch = 0;
+	if (ok && reg->pipe_base && !nf->ro && (in->flags & SL_INIT_F_PIPES)) {
+		uint64_t off;
+		struct region *wr = M.regions[nf->domain];
+		nf->po = pipe_ring_reset(wr, (uint32_t)(nf - M.nfs), M.cfg.ring_size, &off);
+		sl_msg_init(&out, SL_MSG_ADD_PIPE);
+		out.u.add_pipe = (struct sl_msg_add_pipe){ .map_size = wr->pipe_bytes, .out_offset = off,
+							   .size = M.cfg.ring_size };
+		ok = send_msg(nf->sock, &out, &wr->pipe_fd, 1) == 0;
 	}
 	struct wcmd c = { .type = WCMD_NF_ADD, .nf = (uint32_t)(nf - M.nfs) };
 	if (ok) {

@@ -70,7 +70,7 @@ static int get_uint(json_t *obj, const char *key, uint32_t *out, uint32_t lo, ui
 	if (!v)
 		return 0;
 	if (!json_is_integer(v))
-		return fail(err, errlen, "sluiced.%s: must be an integer", key);
+		return fail(err, errlen, "sluiced.%s: must be an integer %u..%u", key, lo, hi);
 	json_int_t x = json_integer_value(v);
 	if (x < lo || x > hi)
 		return fail(err, errlen, "sluiced.%s: %lld out of range %u..%u", key, (long long)x, lo, hi);
@@ -110,14 +110,18 @@ static int check_keys(json_t *obj, const char *path, const char *const *allowed,
 static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "pool_mbufs", "ring_size", "max_nfs", "huge_pages",
-					    "lcores", "socket_dir", "attach", NULL };
+					    "lcores", "socket_dir", "attach", "buffer_size", "pipes", NULL };
 	if (!json_is_object(s))
 		return fail(err, errlen, "sluiced: must be an object");
 	if (check_keys(s, "sluiced", keys, err, errlen) ||
 	    get_uint(s, "pool_mbufs", &c->pool_mbufs, 1024, 1u << 20, false, err, errlen) ||
 	    get_uint(s, "ring_size", &c->ring_size, 16, 65536, true, err, errlen) ||
-	    get_uint(s, "max_nfs", &c->max_nfs, 1, SL_MAX_NFS_LIMIT, false, err, errlen))
+	    get_uint(s, "max_nfs", &c->max_nfs, 1, SL_MAX_NFS_LIMIT, false, err, errlen) ||
+	    get_uint(s, "buffer_size", &c->buffer_size, SL_DATA_ROOM_MIN, SL_DATA_ROOM_MAX, false, err, errlen))
 		return -1;
+	if (c->buffer_size % SL_DATA_ROOM_ALIGN)
+		return fail(err, errlen, "sluiced.buffer_size: %u is not a multiple of %d (e.g. 9216 for a 9000-byte MTU)",
+			    c->buffer_size, SL_DATA_ROOM_ALIGN);
 	json_t *h = json_object_get(s, "huge_pages");
 	if (h) {
 		const char *v = json_is_string(h) ? json_string_value(h) : NULL;
@@ -129,6 +133,12 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 			c->huge = -1;
 		else
 			return fail(err, errlen, "sluiced.huge_pages: must be auto, on or off");
+	}
+	json_t *pp = json_object_get(s, "pipes");
+	if (pp) {
+		if (!json_is_boolean(pp))
+			return fail(err, errlen, "sluiced.pipes: must be true or false");
+		c->pipes = json_is_true(pp);
 	}
 	json_t *at = json_object_get(s, "attach");
 	if (at) {
@@ -149,19 +159,37 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* domains: [{name, pool_mbufs}] after the built-in "default" (domain 0, sized by sluiced.pool_mbufs). */
+/* A domain's region (pool_mbufs buffers of headroom + buffer_size bytes) must stay below 4 GiB:
+ * descriptor offsets are 32-bit. `where` names the domain's entry, `field` the field to blame. */
+static int check_region_size(const struct cfg_domain *d, const char *where, const char *field, char *err,
+			     size_t errlen)
+{
+	uint64_t bytes = (uint64_t)d->pool_mbufs * (d->buffer_size + RTE_PKTMBUF_HEADROOM);
+	if (bytes <= SL_REGION_MAX_BYTES - (2u << 20)) /* room for the rounding to whole huge pages */
+		return 0;
+	return fail(err, errlen, "%s.%s: %u buffers of %u bytes (buffer_size %u + %u headroom) make a region of "
+		    "%.1f GiB; a region is at most 4 GiB (descriptor offsets are 32-bit): lower pool_mbufs or buffer_size",
+		    where, field, d->pool_mbufs, d->buffer_size + RTE_PKTMBUF_HEADROOM, d->buffer_size,
+		    RTE_PKTMBUF_HEADROOM, (double)bytes / (1u << 30));
+}
+
+/* domains: [{name, pool_mbufs, buffer_size}] after the built-in "default" (domain 0, sized by
+ * sluiced.pool_mbufs and sluiced.buffer_size). */
 static int parse_domains(json_t *list, struct config *c, char *err, size_t errlen)
 {
 	c->ndomains = 1;
 	snprintf(c->domains[0].name, SL_NAME_LEN, "default");
 	c->domains[0].pool_mbufs = c->pool_mbufs;
+	c->domains[0].buffer_size = c->buffer_size;
+	if (check_region_size(&c->domains[0], "sluiced", "buffer_size", err, errlen))
+		return -1;
 	if (!list)
 		return 0;
 	if (!json_is_array(list))
 		return fail(err, errlen, "domains: must be a list");
 	if (json_array_size(list) > SL_MAX_DOMAINS - 1)
 		return fail(err, errlen, "domains: at most %d domains besides default", SL_MAX_DOMAINS - 1);
-	static const char *const keys[] = { "name", "pool_mbufs", NULL };
+	static const char *const keys[] = { "name", "pool_mbufs", "buffer_size", NULL };
 	size_t i;
 	json_t *v;
 	char where[32];
@@ -171,8 +199,16 @@ static int parse_domains(json_t *list, struct config *c, char *err, size_t errle
 		if (!json_is_object(v))
 			return fail(err, errlen, "%s: must be an object", where);
 		d->pool_mbufs = 4096;
+		d->buffer_size = c->buffer_size;
 		if (check_keys(v, where, keys, err, errlen) || get_name(v, "name", where, d->name, true, err, errlen) ||
-		    get_uint_at(v, where, "pool_mbufs", &d->pool_mbufs, 1024, 1u << 20, err, errlen))
+		    get_uint_at(v, where, "pool_mbufs", &d->pool_mbufs, 1024, 1u << 20, err, errlen) ||
+		    get_uint_at(v, where, "buffer_size", &d->buffer_size, SL_DATA_ROOM_MIN, SL_DATA_ROOM_MAX, err, errlen))
+			return -1;
+		if (d->buffer_size % SL_DATA_ROOM_ALIGN)
+			return fail(err, errlen, "%s.buffer_size: %u is not a multiple of %d (e.g. 9216 for a 9000-byte MTU)",
+				    where, d->buffer_size, SL_DATA_ROOM_ALIGN);
+		if (check_region_size(d, where, json_object_get(v, "buffer_size") ? "buffer_size" : "pool_mbufs", err,
+				      errlen))
 			return -1;
 		for (unsigned k = 0; k < c->ndomains; k++)
 			if (!strcmp(c->domains[k].name, d->name))
@@ -279,6 +315,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
 	c->pool_mbufs = 16384;
+	c->buffer_size = SL_DATA_ROOM;
 	c->ring_size = 1024;
 	c->max_nfs = 64;
 	c->huge = -1;

@@ -153,14 +153,16 @@ static json_t *j_port(unsigned i)
 	struct rte_eth_stats es;
 	if (rte_eth_stats_get(p->port_id, &es) != 0)
 		memset(&es, 0, sizeof(es));
-	return json_pack("{s:I,s:s,s:s,s:o,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I},s:{s:I,s:I,s:I,s:I}}", "id", (json_int_t)i, "name",
-			 p->name, "vdev", p->vdev, "chain",
+	return json_pack("{s:I,s:s,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I,s:I}}", "id",
+			 (json_int_t)i, "name", p->name, "vdev", p->vdev, "chain",
 			 c >= 0 ? json_string(M.route->chains[c].name) : json_null(), "rx_pkts",
 			 (json_int_t)p->st.rx_pkts, "rx_bytes", (json_int_t)p->st.rx_bytes, "tx_pkts",
-			 (json_int_t)p->st.tx_pkts, "tx_bytes", (json_int_t)p->st.tx_bytes, "drops", "tx_full",
+			 (json_int_t)p->st.tx_pkts, "tx_bytes", (json_int_t)p->st.tx_bytes, "max_frame",
+			 (json_int_t)p->max_frame, "mtu", (json_int_t)p->mtu, "drops", "tx_full",
 			 (json_int_t)p->st.drop_tx_full, "no_path", (json_int_t)p->st.drop_no_path, "rx_invalid",
-			 (json_int_t)p->st.drop_rx_invalid, "device", "ipackets", (json_int_t)es.ipackets, "imissed",
-			 (json_int_t)es.imissed, "ierrors", (json_int_t)es.ierrors, "oerrors", (json_int_t)es.oerrors);
+			 (json_int_t)p->st.drop_rx_invalid, "too_long", (json_int_t)p->st.drop_too_long, "device",
+			 "ipackets", (json_int_t)es.ipackets, "imissed", (json_int_t)es.imissed, "ierrors",
+			 (json_int_t)es.ierrors, "oerrors", (json_int_t)es.oerrors);
 }
 
 static json_t *j_port_full(unsigned i)
@@ -288,8 +290,9 @@ static json_t *j_domains(void)
 				lent += M.nfs[i].lent;
 				nfs++;
 			}
-		json_array_append_new(a, json_pack("{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "id", (json_int_t)d, "name",
-						   r->name, "region_bytes", (json_int_t)r->size, "mbufs",
+		json_array_append_new(a, json_pack("{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "id", (json_int_t)d, "name",
+						   r->name, "region_bytes", (json_int_t)r->size, "buffer_size",
+						   (json_int_t)(r->buf_size - r->headroom), "mbufs",
 						   (json_int_t)r->nbufs, "free",
 						   (json_int_t)(rte_mempool_avail_count(r->pool) + region_stash_count(r)), "lent", (json_int_t)lent,
 						   "nfs", (json_int_t)nfs, "huge_pages", r->huge));
@@ -306,13 +309,15 @@ static json_t *j_copies(void)
 			const struct domain_pair_stats *ps = &M.copies[f][t];
 			uint64_t n = __atomic_load_n(&ps->packets, __ATOMIC_RELAXED);
 			uint64_t nb = __atomic_load_n(&ps->no_buffer, __ATOMIC_RELAXED);
-			if (n == 0 && nb == 0)
+			uint64_t tl = __atomic_load_n(&ps->too_long, __ATOMIC_RELAXED);
+			if (n == 0 && nb == 0 && tl == 0)
 				continue;
 			uint64_t timed = __atomic_load_n(&ps->timed, __ATOMIC_RELAXED);
 			double ns = (double)__atomic_load_n(&ps->cycles, __ATOMIC_RELAXED) * 1e9 / (double)M.tsc_hz;
-			json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I}", "from", M.regions[f]->name,
+			json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "from", M.regions[f]->name,
 							   "to", M.regions[t]->name, "packets", (json_int_t)n, "bytes",
-							   (json_int_t)ps->bytes, "no_buffer", (json_int_t)nb, "timed",
+							   (json_int_t)ps->bytes, "no_buffer", (json_int_t)nb, "too_long",
+							   (json_int_t)tl, "timed",
 							   (json_int_t)timed, "timed_ns", (json_int_t)ns));
 		}
 	return a;
@@ -736,6 +741,7 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 				 (json_int_t)d->rx_invalid, "rule", (json_int_t)d->rule, "malformed",
 				 (json_int_t)d->malformed, "nf_detached", (json_int_t)d->nf_detached, "no_buffer", (json_int_t)d->no_buffer, "backpressure", (json_int_t)d->backpressure);
 		json_object_set_new(json_object_get(st, "drops"), "quota", json_integer((json_int_t)d->quota));
+		json_object_set_new(json_object_get(st, "drops"), "too_long", json_integer((json_int_t)d->too_long));
 		json_object_set_new(st, "flows", j_flows());
 		json_object_set_new(st, "active_set", j_active_set());
 		json_object_set_new(st, "doorbell_epoll", json_pack("{s:I,s:I}", "polls", (json_int_t)M.bell_polls,
@@ -743,6 +749,11 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		json_object_set_new(st, "violations", j_violations());
 		json_object_set_new(st, "domains", j_domains());
 		json_object_set_new(st, "copies", j_copies());
+		json_object_set_new(st, "pipes", json_pack("{s:b,s:I,s:I,s:I,s:I,s:I}", "enabled", M.cfg.pipes, "open",
+							   (json_int_t)M.pipes.open, "opened", (json_int_t)M.pipes.opened,
+							   "closed", (json_int_t)M.pipes.closed, "packets",
+							   (json_int_t)M.pipes.packets, "close_timeouts",
+							   (json_int_t)M.pipes.close_timeouts));
 		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)M.out_set.packets,
 							      "frames", (json_int_t)M.out_set.frames, "copies",
 							      (json_int_t)M.out_set.copies));

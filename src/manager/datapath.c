@@ -61,6 +61,8 @@ static struct flow *flows;
 static uint32_t flow_iter;        /* expiry sweep cursor */
 static uint64_t flow_next_sweep;  /* TSC of the next sweep */
 static int fault_fd = -1;         /* eventfd: an NF broke the ring protocol (control disconnects it) */
+static uint16_t *piped;           /* NFs whose pipe ring the next NF reads ("Pipes") */
+static uint32_t npiped;
 
 static inline void drop(struct rte_mbuf *m)
 {
@@ -196,6 +198,22 @@ static inline bool tx_sync(struct nf *nf)
 	return false;
 }
 
+/* Read the NF's pipe ring producer index (its pipe ring is a second TX ring: nfring.h rules). */
+static inline bool pipe_sync(struct nf *nf)
+{
+	enum nf_ring_err e = nf_ring_tx_sync(&nf->pok);
+	if (likely(e == NF_RING_OK))
+		return true;
+	nf_fault(nf, e);
+	return false;
+}
+
+/* The worker reads this NF's pipe ring (it has one and no pipe joins it to the next NF). */
+static inline bool worker_reads_pipe(const struct nf *nf)
+{
+	return nf->po != NULL && nf->pipe_to < 0;
+}
+
 static void set_leave(struct nf *nf)
 {
 	uint16_t *list = nf->set == NF_SET_BUSY ? busy : parked;
@@ -215,16 +233,24 @@ static void set_enter(struct nf *nf, enum nf_set to)
 	if (to == NF_SET_PARKED) {
 		/* Ask for a doorbell (the SDK kicks the TX eventfd after publishing when need_kick is
 		 * set), then look again: whatever the NF publishes from now on rings it. */
+		bool po = worker_reads_pipe(nf);
 		__atomic_store_n(&nf->tx->need_kick, 1, __ATOMIC_RELAXED);
+		if (po)
+			__atomic_store_n(&nf->po->need_kick, 1, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (!tx_sync(nf) || nf_ring_tx_avail(&nf->txk) != 0) {
+		if (!tx_sync(nf) || nf_ring_tx_avail(&nf->txk) != 0 ||
+		    (po && (!pipe_sync(nf) || nf_ring_tx_avail(&nf->pok) != 0))) {
 			__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
+			if (nf->po)
+				__atomic_store_n(&nf->po->need_kick, 0, __ATOMIC_RELAXED);
 			to = NF_SET_BUSY;
 			if (nf->set == to)
 				return;
 		}
 	} else if (nf->set == NF_SET_PARKED) {
 		__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
+		if (nf->po)
+			__atomic_store_n(&nf->po->need_kick, 0, __ATOMIC_RELAXED);
 	}
 	set_leave(nf);
 	uint16_t id = (uint16_t)(nf - M.nfs);
@@ -384,7 +410,8 @@ static void drain_busy(const struct route *rt)
 		drain_nf(id, rt);
 		if (unlikely(nf->fault) || (nf->lent == 0 && nf->nstage == 0))
 			set_leave(nf); /* a faulted NF's rings are not read again; its detach reclaims */
-		else if (asleep && nf->bell && nf_ring_tx_avail(&nf->txk) == 0 && !kick_pending(nf))
+		else if (asleep && nf->bell && nf_ring_tx_avail(&nf->txk) == 0 &&
+			 (!worker_reads_pipe(nf) || nf_ring_tx_avail(&nf->pok) == 0) && !kick_pending(nf))
 			set_enter(nf, NF_SET_PARKED);
 		else
 			i++;
@@ -519,8 +546,13 @@ static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
 		ps->timed++;
 	}
 	if (unlikely(!c)) {
-		ps->no_buffer++;
-		M.drops.no_buffer++;
+		if (RTE_MIN(m->data_off, RTE_PKTMBUF_HEADROOM) + (uint32_t)m->data_len > to->buf_size) {
+			ps->too_long++; /* fits no buffer of `to` (smaller buffer_size) */
+			M.drops.too_long++;
+		} else {
+			ps->no_buffer++;
+			M.drops.no_buffer++;
+		}
 		drop(m);
 		return NULL;
 	}
@@ -708,7 +740,11 @@ static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_aut
 		}
 	}
 	for (uint64_t b = s.tag; b; b &= b - 1) {
-		struct rte_mbuf *c = m->data_len + 4u <= SL_BUF_SIZE - RTE_PKTMBUF_HEADROOM ? out_set_copy(m, s.tci) : NULL;
+		struct rte_mbuf *c = NULL;
+		if (m->data_len + 4u <= M.regions[mbuf_region(m)]->buf_size - RTE_PKTMBUF_HEADROOM)
+			c = out_set_copy(m, s.tci);
+		else
+			M.drops.too_long++; /* the tagged frame would not fit a buffer */
 		if (c) {
 			M.out_set.frames++;
 			to_port((uint16_t)__builtin_ctzll(b), c);
@@ -815,21 +851,9 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	}
 }
 
-/* Take up to a burst of what NF `id` returned, each descriptor copied out once (nfring.h), and act.
- * Its RX consumer index is checked here too, once a burst: an NF holding its whole lending budget
- * gets nothing flushed to it, and could otherwise keep a broken index unseen. */
-static uint32_t drain_nf(uint16_t id, const struct route *rt)
+/* Act on n descriptors NF `id` returned (copied out of its ring once, nfring.h). */
+static void drain_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, uint32_t n, const struct route *rt)
 {
-	struct nf *nf = &M.nfs[id];
-	struct sl_desc d[SL_BURST];
-	uint32_t n = 0;
-	if (unlikely(nf->fault) || unlikely(!rx_sync(nf)))
-		return 0;
-	enum nf_ring_err e = nf_ring_dequeue(&nf->txk, d, SL_BURST, &n);
-	if (unlikely(e != NF_RING_OK)) {
-		nf_fault(nf, e);
-		return 0;
-	}
 	if (M.nregions > 1) { /* some of these may cross into another domain: start loading their data */
 		const struct region *r = M.regions[nf->domain];
 		for (uint32_t i = 0; i < n; i++)
@@ -838,6 +862,97 @@ static uint32_t drain_nf(uint16_t id, const struct route *rt)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		handle_returned(id, nf, &d[i], rt);
+}
+
+/* ---- Pipes (docs/architecture.md "Pipes") ----
+ * An NF whose SDK takes pipes puts its plain NEXT descriptors on its pipe ring (pipe.c). Normally the
+ * worker reads that ring like a second TX ring. When the NF's next hop is static -- every chain that
+ * has its service goes on to one same service, which has a single instance `down` in the same trust
+ * domain, rw, taking pipes -- the worker opens a pipe: `down` reads the ring itself (its info page's
+ * pipe_in says where) and the descriptors go NF to NF without the worker. The worker still owns the
+ * accounting: it reads the consumer index `down` publishes and moves each buffer it took from the
+ * upstream's ledger entry to down's (pipe_account) before it looks at anything down returned, and
+ * only then gives the ring slots back to the upstream (the ring's cons is the worker's), so every
+ * buffer has exactly one owner at every moment and a killed NF on either side gives back exactly what
+ * it held. A pipe closes (pipe_close) when its condition stops holding -- a chain edited, a replica
+ * added, either NF leaving -- and the worker reads the ring again from where `down` stopped: nothing
+ * is lost or read twice. */
+
+/* Move the buffers `down` took from up's pipe ring since the last call to down's ledger entry.
+ * Read in the order the NFs write: down's consumer index, then up's producer index (down cannot have
+ * taken what up had not published), then -- when up itself reads a pipe -- what up took from its
+ * own input (up took those before it published them), so every buffer down took is up's by then. */
+static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
+{
+	struct sl_pipe_in *pi = &down->info->pipe_in;
+	uint32_t ack = __atomic_load_n(&pi->ack, __ATOMIC_ACQUIRE);
+	if (ack != down->pipe_open_epoch && ack != down->pipe_epoch)
+		return; /* it has not started on this pipe: its cons is not about this ring */
+	uint32_t c = __atomic_load_n(&pi->cons, __ATOMIC_ACQUIRE);
+	if (c == up->pok.own || unlikely(up->fault) || unlikely(!pipe_sync(up)))
+		return;
+	if (up->pipe_from >= 0)
+		pipe_account(&M.nfs[up->pipe_from], up, rt);
+	uint32_t took = c - up->pok.own;
+	if (unlikely(took > up->pok.peer - up->pok.own)) { /* back, or past what up produced */
+		nf_fault(down, NF_RING_PIPE_CONS);
+		return;
+	}
+	struct region *r = M.regions[up->domain];
+	uint16_t uid = (uint16_t)(up - M.nfs), did = (uint16_t)(down - M.nfs);
+	uint64_t bytes = 0;
+	uint32_t moved = 0;
+	for (uint32_t i = 0; i < took; i++) {
+		struct sl_desc d;
+		nf_ring_read_desc(&d, &up->pok.sh->desc[(up->pok.own + i) & up->pok.mask]);
+		enum sl_desc_verdict v = sl_lend_check(&r->lend, &d, uid, (uint16_t)M.nports, (uint16_t)M.nservices);
+		if (v != SL_DESC_OK && v < SL_DESC_BAD_RANGE) { /* not up's buffer: nothing to move (down's return of it fails) */
+			count_invalid(up, v);
+			continue;
+		}
+		if (unlikely(v != SL_DESC_OK || d.action != SL_ACT_NEXT))
+			count_invalid(up, v != SL_DESC_OK ? v : SL_DESC_BAD_ACTION); /* down has it all the same */
+		struct sl_bufstate *st = &r->st[d.buf];
+		sl_lend_deliver(&r->lend, d.buf, did);
+		st->hop = hop_of(rt, st->chain, down->service);
+		bytes += d.len;
+		moved++;
+	}
+	up->lent -= moved;
+	down->lent += moved;
+	up->st.tx_pkts += moved;
+	up->st.tx_bytes += bytes;
+	down->st.rx_pkts += moved;
+	down->st.rx_bytes += bytes;
+	M.pipes.packets += moved;
+	up->pok.own = c;
+	__atomic_store_n(&up->pok.sh->cons, c, __ATOMIC_RELEASE); /* up may refill those slots now */
+	if (moved && down->set == NF_SET_NONE)
+		set_enter(down, NF_SET_BUSY);
+}
+
+/* Take up to a burst of what NF `id` returned, each descriptor copied out once (nfring.h), and act:
+ * its TX ring, and its pipe ring when no pipe joins it to the next NF.
+ * Its RX consumer index is checked here too, once a burst: an NF holding its whole lending budget
+ * gets nothing flushed to it, and could otherwise keep a broken index unseen. */
+static uint32_t drain_nf(uint16_t id, const struct route *rt)
+{
+	struct nf *nf = &M.nfs[id];
+	struct sl_desc d[SL_BURST];
+	bool po = worker_reads_pipe(nf);
+	if (unlikely(nf->fault) || unlikely(!rx_sync(nf)) || unlikely(!tx_sync(nf)) || (po && unlikely(!pipe_sync(nf))))
+		return 0;
+	/* What it took from its pipe input is its own before any return is looked at: it published
+	 * those returns after taking them, and both producer indices were read first. */
+	if (nf->pipe_from >= 0)
+		pipe_account(&M.nfs[nf->pipe_from], nf, rt);
+	uint32_t n = nf_ring_take(&nf->txk, d, SL_BURST);
+	drain_returned(id, nf, d, n, rt);
+	if (po && likely(!nf->fault)) {
+		uint32_t k = nf_ring_take(&nf->pok, d, SL_BURST);
+		drain_returned(id, nf, d, k, rt);
+		n += k;
+	}
 	return n;
 }
 
@@ -890,6 +1005,145 @@ static void service_remove_instance(struct service *s, uint16_t id)
 	}
 }
 
+/* The NF `up` should pipe to, or -1 (the conditions in "Pipes" above). */
+static int32_t pipe_want(const struct nf *up, const struct route *rt)
+{
+	if (!M.cfg.pipes || !up->po || !up->active || up->draining || up->fault)
+		return -1;
+	int32_t s2 = -1;
+	bool seen = false;
+	for (unsigned c = 0; c < rt->nchains; c++) {
+		const struct chain *ch = &rt->chains[c];
+		for (unsigned h = 0; h < ch->len; h++) {
+			if (ch->svc[h] != up->service)
+				continue;
+			if (h + 1 >= ch->len || ch->svc[h + 1] == up->service || (seen && s2 != ch->svc[h + 1]))
+				return -1;
+			s2 = ch->svc[h + 1];
+			seen = true;
+		}
+	}
+	if (s2 < 0 || M.services[s2].ninst != 1)
+		return -1;
+	uint16_t id = M.services[s2].inst[0];
+	const struct nf *down = &M.nfs[id];
+	if (!down->active || down->draining || down->fault || !down->po || down->ro || down->domain != up->domain ||
+	    down->info == NULL)
+		return -1;
+	return id;
+}
+
+/* Join up's pipe ring to `down`. First the worker forwards what up already put there (into down's RX
+ * ring: older than anything down will read from the pipe, and down reads its RX ring up to the fence
+ * before it touches the pipe). */
+static void pipe_open(struct nf *up, struct nf *down, const struct route *rt)
+{
+	uint16_t uid = (uint16_t)(up - M.nfs);
+	for (int i = 0; i < 64 && drain_nf(uid, rt) != 0; i++)
+		;
+	flush_all();
+	if (up->fault || down->fault)
+		return;
+	struct sl_pipe_in *pi = &down->info->pipe_in;
+	__atomic_store_n(&up->po->need_kick, 0, __ATOMIC_RELAXED); /* the worker no longer reads it */
+	__atomic_store_n(&pi->offset, pipe_offset(M.regions[up->domain], uid), __ATOMIC_RELAXED);
+	__atomic_store_n(&pi->start, up->pok.own, __ATOMIC_RELAXED);
+	__atomic_store_n(&pi->fence, down->rxk.own, __ATOMIC_RELAXED);
+	down->pipe_open_epoch = ++down->pipe_epoch;
+	__atomic_store_n(&pi->epoch, down->pipe_epoch, __ATOMIC_RELEASE);
+	up->pipe_to = (int32_t)(down - M.nfs);
+	down->pipe_from = uid;
+	down->pipe_kicked = false;
+	piped[npiped++] = uid;
+	M.pipes.opened++;
+	M.pipes.open = npiped;
+}
+
+/* End up's pipe: its reader stops (and says so: bounded wait, the worker keeps both NFs' returns
+ * moving meanwhile) unless it is gone; what it took is accounted; the worker reads up's pipe ring
+ * from there on. A reader that does not acknowledge within 20 ms is disconnected (NF_RING_PIPE_ACK). */
+static void pipe_close(struct nf *up, const struct route *rt, bool down_gone)
+{
+	uint16_t did = (uint16_t)up->pipe_to;
+	struct nf *down = &M.nfs[did];
+	struct sl_pipe_in *pi = &down->info->pipe_in;
+	__atomic_store_n(&pi->offset, SL_PIPE_NONE, __ATOMIC_RELAXED);
+	__atomic_store_n(&pi->epoch, ++down->pipe_epoch, __ATOMIC_RELEASE);
+	if (!down_gone && !down->fault) {
+		uint64_t one = 1, end = rte_rdtsc() + M.tsc_hz / 50;
+		if (write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one)) /* it may be asleep */
+			down->st.kicks++;
+		while (__atomic_load_n(&pi->ack, __ATOMIC_ACQUIRE) != down->pipe_epoch && !down->fault) {
+			if (rte_rdtsc() > end) {
+				M.pipes.close_timeouts++;
+				nf_fault(down, NF_RING_PIPE_ACK);
+				break;
+			}
+			drain_nf(did, rt); /* it may be waiting for room in its rings */
+			flush_all();
+			rte_pause();
+		}
+	}
+	pipe_account(up, down, rt); /* its cons now ends this pipe (or is its last word) */
+	up->pipe_to = -1;
+	down->pipe_from = -1;
+	for (uint32_t i = 0; i < npiped; i++)
+		if (piped[i] == (uint16_t)(up - M.nfs)) {
+			piped[i] = piped[--npiped];
+			break;
+		}
+	M.pipes.closed++;
+	M.pipes.open = npiped;
+	if (up->set == NF_SET_NONE && up->active) /* the worker reads its pipe ring again */
+		set_enter(up, NF_SET_BUSY);
+}
+
+/* Open and close pipes after anything that changes their conditions (NFs, services, chains). */
+static void pipes_update(const struct route *rt)
+{
+	if (!M.cfg.pipes)
+		return;
+	for (uint32_t i = 0; i < npiped;) {
+		struct nf *up = &M.nfs[piped[i]];
+		if (pipe_want(up, rt) != up->pipe_to)
+			pipe_close(up, rt, false); /* removes piped[i] */
+		else
+			i++;
+	}
+	for (uint32_t id = 0; id < M.max_nfs; id++) {
+		struct nf *up = &M.nfs[id];
+		if (!up->active || up->pipe_to >= 0)
+			continue;
+		int32_t w = pipe_want(up, rt);
+		if (w >= 0 && M.nfs[w].pipe_from < 0)
+			pipe_open(up, &M.nfs[w], rt);
+	}
+}
+
+/* Every loop: a reader with pipe input waiting is collected from (and kicked if asleep). */
+static void pipes_poll(void)
+{
+	for (uint32_t i = 0; i < npiped; i++) {
+		struct nf *up = &M.nfs[piped[i]], *down = &M.nfs[up->pipe_to];
+		if (unlikely(up->fault || down->fault) || unlikely(!pipe_sync(up)))
+			continue;
+		uint32_t c = __atomic_load_n(&down->info->pipe_in.cons, __ATOMIC_ACQUIRE);
+		if (c == up->pok.peer && c == up->pok.own)
+			continue; /* nothing waiting, nothing to account */
+		if (down->set != NF_SET_BUSY)
+			set_enter(down, NF_SET_BUSY);
+		if (c != up->pok.peer && down->wakeup != SL_WAKE_POLL &&
+		    __atomic_load_n(&down->rx->need_kick, __ATOMIC_ACQUIRE) &&
+		    (!down->pipe_kicked || down->pipe_kick_cons != c)) {
+			uint64_t one = 1;
+			if (write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
+				down->st.kicks++;
+			down->pipe_kicked = true;
+			down->pipe_kick_cons = c;
+		}
+	}
+}
+
 static void exec_cmd(struct wcmd *c)
 {
 	switch (c->type) {
@@ -904,6 +1158,10 @@ static void exec_cmd(struct wcmd *c)
 		nf->fault = NF_RING_OK;
 		nf_ring_init(&nf->rxk, nf->rx, M.cfg.ring_size);
 		nf_ring_init(&nf->txk, nf->tx, M.cfg.ring_size);
+		if (nf->po)
+			nf_ring_init(&nf->pok, nf->po, M.cfg.ring_size);
+		nf->pipe_to = nf->pipe_from = -1;
+		nf->pipe_kicked = false;
 		c->result = 0;
 		nf->set = NF_SET_NONE;
 		nf->waiting = false;
@@ -921,12 +1179,14 @@ static void exec_cmd(struct wcmd *c)
 		nf->bell = true;
 		nf->active = true;
 		nf->draining = false;
+		pipes_update(M.route);
 		break;
 	}
 	case WCMD_NF_DRAIN: /* out of its service: new packets (and flows) go to the other replicas */
 		if (M.nfs[c->nf].active && !M.nfs[c->nf].draining) {
 			service_remove_instance(&M.services[M.nfs[c->nf].service], (uint16_t)c->nf);
 			M.nfs[c->nf].draining = true;
+			pipes_update(M.route);
 		}
 		break;
 	case WCMD_NF_REMOVE: {
@@ -936,6 +1196,12 @@ static void exec_cmd(struct wcmd *c)
 			break;
 		}
 		service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
+		/* Its pipes end first: its reader stops reading its pipe ring (which the worker then drains
+		 * with the rest), or what it took from its input is accounted as its own. */
+		if (nf->pipe_from >= 0)
+			pipe_close(&M.nfs[nf->pipe_from], M.route, true);
+		if (nf->pipe_to >= 0)
+			pipe_close(nf, M.route, false);
 		/* What the NF already returned is processed normally: nothing it finished is lost (unless
 		 * it broke the ring protocol: then its rings are not read again). */
 		c->drained = 0;
@@ -955,12 +1221,14 @@ static void exec_cmd(struct wcmd *c)
 		nf->bell = false;
 		waiting_leave(nf);
 		nf->active = false;
+		pipes_update(M.route); /* e.g. one replica left: its upstream can pipe to it */
 		break;
 	}
 	case WCMD_ROUTE_SET: {
 		struct route *old = M.route;
 		M.route = c->route;
 		c->route = old;
+		pipes_update(M.route);
 		break;
 	}
 	case WCMD_STEER_SET: {
@@ -1283,10 +1551,11 @@ static int worker_lists_init(void)
 	dirty = calloc(M.max_nfs, sizeof(*dirty));
 	waiting = calloc(M.max_nfs, sizeof(*waiting));
 	dirty_ports = calloc(SL_MAX_PORTS, sizeof(*dirty_ports));
+	piped = calloc(M.max_nfs, sizeof(*piped));
 	next_deadline = UINT64_MAX;
 	bell_ep = epoll_create1(EPOLL_CLOEXEC);
 	fault_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	return bell_ep >= 0 && fault_fd >= 0 && busy && parked && dirty && waiting && dirty_ports ? 0 : -1;
+	return bell_ep >= 0 && fault_fd >= 0 && busy && parked && dirty && waiting && dirty_ports && piped ? 0 : -1;
 }
 
 int worker_fault_fd(void)
@@ -1330,9 +1599,9 @@ int worker_main(void *arg)
 				struct rte_mbuf *m = pkts[i];
 				rx_vlan_restore(m);
 				bytes += m->pkt_len;
-				if (unlikely(m->nb_segs != 1)) {
-					p->st.drop_rx_invalid++;
-					M.drops.rx_invalid++;
+				if (unlikely(m->nb_segs != 1)) { /* longer than a buffer: never truncated */
+					p->st.drop_too_long++;
+					M.drops.too_long++;
 					drop(m);
 				} else if (unlikely(p->own_pool != NULL)) { /* net_af_xdp: into region 0 (port.c) */
 					struct rte_mbuf *c = region_copy_in(&M.region, m);
@@ -1356,6 +1625,8 @@ int worker_main(void *arg)
 					first_hop(rt, pi, pkts[i]);
 		}
 		drain_busy(rt);
+		if (npiped)
+			pipes_poll();
 		flush_all();
 		check_waiting();
 		uint64_t now = rte_rdtsc();
@@ -1422,5 +1693,7 @@ void worker_fini(void)
 	free(dirty);
 	free(waiting);
 	free(dirty_ports);
-	busy = parked = dirty = waiting = dirty_ports = NULL;
+	free(piped);
+	busy = parked = dirty = waiting = dirty_ports = piped = NULL;
+	npiped = 0;
 }

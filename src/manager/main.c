@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 	 * (EAL's own ~64 MiB plus every pool's mbuf headers, about 256 bytes a buffer, and ring). */
 	size_t region_total = 0, mbufs_total = 0;
 	for (unsigned d = 0; d < M.cfg.ndomains; d++) {
-		region_total += region_bytes(M.cfg.domains[d].pool_mbufs, true);
+		region_total += region_bytes(M.cfg.domains[d].pool_mbufs, M.cfg.domains[d].buffer_size, true);
 		mbufs_total += M.cfg.domains[d].pool_mbufs;
 	}
 	size_t headers = mbufs_total * 256 + (size_t)M.cfg.ndomains * (1u << 20);
@@ -259,7 +259,10 @@ int main(int argc, char **argv)
 			goto out;
 		M.regions[d] = r;
 		M.nregions = d + 1;
-		if (region_create(r, (uint8_t)d, M.cfg.domains[d].name, M.cfg.domains[d].pool_mbufs, huge) < 0)
+		if (region_create(r, (uint8_t)d, M.cfg.domains[d].name, M.cfg.domains[d].pool_mbufs,
+				  M.cfg.domains[d].buffer_size, huge) < 0)
+			goto out;
+		if (M.cfg.pipes && pipe_area_create(r, M.cfg.max_nfs, M.cfg.ring_size) < 0)
 			goto out;
 	}
 
@@ -352,6 +355,7 @@ out:
 	for (unsigned d = M.nregions; d-- > 0;) {
 		struct region *r = M.regions[d];
 		region_stash_release(r);
+		pipe_area_destroy(r);
 		if (r->pool) {
 			unsigned avail = rte_mempool_avail_count(r->pool);
 			if (avail != r->nbufs)

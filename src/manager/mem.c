@@ -57,21 +57,23 @@ static void collect_mbuf(struct rte_mempool *mp, void *arg, void *obj, unsigned 
 	c->n++;
 }
 
-size_t region_bytes(uint32_t mbufs, bool huge)
+size_t region_bytes(uint32_t mbufs, uint32_t data_room, bool huge)
 {
 	size_t page = huge ? HUGE_2M : 4096u;
-	return RTE_ALIGN_CEIL((size_t)mbufs * SL_BUF_SIZE, page);
+	return RTE_ALIGN_CEIL((size_t)mbufs * (data_room + RTE_PKTMBUF_HEADROOM), page);
 }
 
-int region_create(struct region *r, uint8_t index, const char *name, uint32_t mbufs, bool huge)
+int region_create(struct region *r, uint8_t index, const char *name, uint32_t mbufs, uint32_t data_room,
+		  bool huge)
 {
+	const uint32_t buf_size = data_room + RTE_PKTMBUF_HEADROOM; /* headroom + data room, back to back */
 	memset(r, 0, sizeof(*r));
-	r->fd = r->ro_fd = -1;
+	r->fd = r->ro_fd = r->pipe_fd = -1;
 	r->index = index;
 	r->huge = huge;
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	r->page = huge ? HUGE_2M : (size_t)sysconf(_SC_PAGESIZE);
-	r->size = region_bytes(mbufs, huge);
+	r->size = region_bytes(mbufs, data_room, huge);
 
 	char fdname[32], pname[RTE_MEMPOOL_NAMESIZE];
 	snprintf(fdname, sizeof(fdname), "sluice-region%u", index);
@@ -112,12 +114,12 @@ int region_create(struct region *r, uint8_t index, const char *name, uint32_t mb
 	}
 
 	/* Pinned external buffers: headers, ring and caches in sluiced's own memory; the data buffers
-	 * (headroom + data room, SL_BUF_SIZE each, back to back) in the region. IOVA unknown: the
+	 * (headroom + data room, buf_size each, back to back) in the region. IOVA unknown: the
 	 * virtual PMDs never use it. */
 	struct rte_pktmbuf_extmem ext = { .buf_ptr = r->base, .buf_iova = RTE_BAD_IOVA, .buf_len = r->size,
-					  .elt_size = SL_BUF_SIZE };
+					  .elt_size = buf_size };
 	unsigned cache = mbufs / 8 < 256 ? mbufs / 8 : 256;
-	r->pool = rte_pktmbuf_pool_create_extbuf(pname, mbufs, cache, sizeof(struct mbuf_priv), SL_BUF_SIZE,
+	r->pool = rte_pktmbuf_pool_create_extbuf(pname, mbufs, cache, sizeof(struct mbuf_priv), (uint16_t)buf_size,
 						 (int)rte_socket_id(), &ext, 1);
 	if (!r->pool) {
 		LOG("region %u (%s): mbuf pool of %u: %s (sluiced's own DPDK memory holds the mbuf headers)",
@@ -142,9 +144,9 @@ int region_create(struct region *r, uint8_t index, const char *name, uint32_t mb
 	r->headroom = RTE_PKTMBUF_HEADROOM;
 	r->lend = (struct sl_lend){ .region = index, .nbufs = r->nbufs, .buf_size = r->buf_size,
 				    .region_size = r->size, .buf_off = r->buf_off, .st = r->st };
-	LOG("memory: region %u (domain %s) of %zu MiB on %s pages, %u buffers of %u bytes (mbuf headers in "
-	    "sluiced's memory)", index, name, r->size >> 20, huge ? "2 MiB huge" : "4 KiB ordinary", mbufs,
-	    r->buf_size);
+	LOG("memory: region %u (domain %s) of %zu MiB on %s pages, %u buffers of %u bytes (data room %u; mbuf "
+	    "headers in sluiced's memory)", index, name, r->size >> 20, huge ? "2 MiB huge" : "4 KiB ordinary", mbufs,
+	    r->buf_size, data_room);
 	return 0;
 fail:
 	region_destroy(r);

@@ -14,6 +14,7 @@ void nfinfo_init(struct sl_nf_info *info, const char (*port_names)[SL_NAME_MAX],
 	info->port_count = nports;
 	info->counters_max = SL_COUNTERS_MAX;
 	info->counters_used = 0;
+	info->pipe_in = (struct sl_pipe_in){ .offset = SL_PIPE_NONE };
 	__atomic_store_n(&info->magic, SL_ABI_MAGIC, __ATOMIC_RELEASE);
 }
 

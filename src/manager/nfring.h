@@ -29,6 +29,8 @@ enum nf_ring_err {
 	NF_RING_RX_PAST, /* RX ring: it passed what sluiced produced */
 	NF_RING_TX_BACK, /* TX ring: the NF's producer index moved backwards */
 	NF_RING_TX_PAST, /* TX ring: it claims more descriptors than the ring holds */
+	NF_RING_PIPE_CONS, /* pipe: its consumer index in its upstream's pipe ring left [accounted, produced] */
+	NF_RING_PIPE_ACK,  /* pipe: it did not acknowledge the end of its pipe input in time */
 	NF_RING__COUNT
 };
 
@@ -116,14 +118,10 @@ static inline void nf_ring_read_desc(struct sl_desc *dst, const struct sl_desc *
 	o[1] = __atomic_load_n(&s[1], __ATOMIC_RELAXED);
 }
 
-/* TX: sync, then copy out up to n descriptors into private memory and give their slots back;
- * *done = how many. */
-static inline enum nf_ring_err nf_ring_dequeue(struct nf_ring *k, struct sl_desc *d, uint32_t n, uint32_t *done)
+/* TX: copy out up to n of the descriptors the last sync saw into private memory and give their
+ * slots back; returns how many. */
+static inline uint32_t nf_ring_take(struct nf_ring *k, struct sl_desc *d, uint32_t n)
 {
-	enum nf_ring_err e = nf_ring_tx_sync(k);
-	*done = 0;
-	if (e != NF_RING_OK)
-		return e;
 	uint32_t avail = k->peer - k->own;
 	if (n > avail)
 		n = avail;
@@ -131,7 +129,17 @@ static inline enum nf_ring_err nf_ring_dequeue(struct nf_ring *k, struct sl_desc
 		nf_ring_read_desc(&d[i], &k->sh->desc[(k->own + i) & k->mask]);
 	k->own += n;
 	__atomic_store_n(&k->sh->cons, k->own, __ATOMIC_RELEASE);
-	*done = n;
+	return n;
+}
+
+/* TX: sync, then take up to n descriptors; *done = how many. */
+static inline enum nf_ring_err nf_ring_dequeue(struct nf_ring *k, struct sl_desc *d, uint32_t n, uint32_t *done)
+{
+	enum nf_ring_err e = nf_ring_tx_sync(k);
+	*done = 0;
+	if (e != NF_RING_OK)
+		return e;
+	*done = nf_ring_take(k, d, n);
 	return NF_RING_OK;
 }
 
@@ -139,7 +147,7 @@ static inline enum nf_ring_err nf_ring_dequeue(struct nf_ring *k, struct sl_desc
 static inline const char *nf_ring_err_key(int e)
 {
 	static const char *const k[NF_RING__COUNT] = { "ok", "rx_cons_back", "rx_cons_past", "tx_prod_back",
-						       "tx_prod_past" };
+						       "tx_prod_past", "pipe_cons", "pipe_ack" };
 	return e >= 0 && e < NF_RING__COUNT ? k[e] : "unknown";
 }
 
@@ -152,6 +160,8 @@ static inline const char *nf_ring_err_text(int e)
 		"RX ring: consumer index passed what sluiced produced",
 		"TX ring: producer index moved backwards",
 		"TX ring: producer index more than a ring ahead",
+		"pipe: consumer index outside what its upstream produced",
+		"pipe: end of pipe input not acknowledged in time",
 	};
 	return e >= 0 && e < NF_RING__COUNT ? t[e] : "ring index out of range";
 }

@@ -4,7 +4,9 @@
  * One RX and one TX queue each; the worker polls them.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rte_bus_vdev.h>
 #include <rte_errno.h>
@@ -32,6 +34,165 @@ static int pci_port_find(struct port *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- frame sizes (docs/ports.md "Frame sizes, MTU and jumbo frames") ----
+ *
+ * A port receives into region 0, whose buffers hold `data room` bytes (sluiced.buffer_size) of one
+ * frame: a frame a PMD hands over in several chained segments is dropped as too_long, never
+ * truncated. Where a PMD limits frames by other means, port_open sizes it from the data room. */
+
+/* The value of `key=` in a vdev argument string ("iface=x,framesz=4096"), copied into out; 0 if absent. */
+static int vdev_arg(const char *args, const char *key, char *out, size_t outlen)
+{
+	size_t kl = strlen(key);
+	for (const char *a = args; a && *a; a = strchr(a, ',') ? strchr(a, ',') + 1 : NULL) {
+		if (strncmp(a, key, kl) || a[kl] != '=')
+			continue;
+		const char *v = a + kl + 1, *e = strchr(v, ',');
+		size_t n = e ? (size_t)(e - v) : strlen(v);
+		if (n >= outlen)
+			n = outlen - 1;
+		memcpy(out, v, n);
+		out[n] = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* A kernel interface's MTU (sysfs), 0 if unknown. */
+static unsigned iface_mtu(const char *iface)
+{
+	char path[128], buf[32];
+	if (!iface[0] || strchr(iface, '/'))
+		return 0;
+	snprintf(path, sizeof(path), "/sys/class/net/%s/mtu", iface);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	unsigned mtu = fgets(buf, sizeof(buf), f) ? (unsigned)strtoul(buf, NULL, 10) : 0;
+	fclose(f);
+	return mtu;
+}
+
+/* net_af_packet copies each frame into a slot of an mmap'd ring, `framesz` bytes (default 2048), and
+ * the kernel truncates, silently, what does not fit: 32 bytes of slot header, and the frame starts at
+ * offset 34 (46 with an 802.1Q tag in the data). The PMD refuses an RX pool whose buffers are shorter
+ * than framesz - 32, and addresses slot i at i * framesz: the kernel's slots are laid out per block
+ * of `blocksz` bytes, so a block must hold a whole number of slots exactly (blocksz = k * framesz, a
+ * multiple of the page size; framecnt a multiple of k).
+ *
+ * Without framesz= in the vdev string and with buffers larger than the default, sluiced adds a
+ * framesz as close to data room + 32 as such a block of at most AFP_BLOCK_MAX bytes allows (9216 ->
+ * 9216 in blocks of 36 KiB), and that blocksz. With or without it, it refuses a port whose slots are
+ * inconsistent, or whose interface MTU allows frames a slot would truncate. *args_out: the arguments
+ * to create the device with; p->max_frame: the longest frame the port carries whole. */
+#define AFP_SLOT_HDR 32u   /* TPACKET2_HDRLEN - sizeof(struct sockaddr_ll): the PMD's mbuf check */
+#define AFP_MAC_OFF 46u    /* where the kernel puts a frame whose VLAN tag is in the data (34 without) */
+#define AFP_BLOCK_MAX (256u << 10)
+static unsigned gcd_u(unsigned a, unsigned b)
+{
+	while (b) {
+		unsigned t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* The slot for buffers of `room` bytes: the largest framesz <= room + 32 (a multiple of 16) whose
+ * block, the least common multiple of framesz and the page size, is at most AFP_BLOCK_MAX. */
+static void afp_pick(unsigned room, unsigned page, unsigned *framesz, unsigned *blocksz)
+{
+	for (*framesz = room + AFP_SLOT_HDR; *framesz > SL_DATA_ROOM; *framesz -= 16) { /* TPACKET_ALIGNMENT */
+		*blocksz = *framesz / gcd_u(*framesz, page) * page;
+		if (*blocksz <= AFP_BLOCK_MAX)
+			return;
+	}
+	*framesz = SL_DATA_ROOM;
+	*blocksz = SL_DATA_ROOM / gcd_u(SL_DATA_ROOM, page) * page;
+}
+
+static int af_packet_args(struct port *p, const char *args, uint32_t room, char *args_out, size_t outlen,
+			  char *err, size_t errlen)
+{
+	char v[64], iface[64] = "";
+	unsigned page = (unsigned)sysconf(_SC_PAGESIZE);
+	unsigned framesz = 2048, blocksz = page, framecnt = 512; /* the PMD's defaults */
+	bool have_frame = vdev_arg(args, "framesz", v, sizeof(v)), have_block = false;
+	if (have_frame)
+		framesz = (unsigned)strtoul(v, NULL, 10);
+	if ((have_block = vdev_arg(args, "blocksz", v, sizeof(v))))
+		blocksz = (unsigned)strtoul(v, NULL, 10);
+	if (vdev_arg(args, "framecnt", v, sizeof(v)))
+		framecnt = (unsigned)strtoul(v, NULL, 10);
+	vdev_arg(args, "iface", iface, sizeof(iface));
+	snprintf(args_out, outlen, "%s", args);
+	if (!have_frame && room > SL_DATA_ROOM) {
+		if (have_block) {
+			snprintf(err, errlen, "ports[%u].vdev (port %s): blocksz= without framesz=: give both, or neither "
+				 "(sluiced sizes them for buffer_size %u)", PORT_IDX(p), p->name, room);
+			return -1;
+		}
+		afp_pick(room, page, &framesz, &blocksz);
+		size_t n = strlen(args_out);
+		snprintf(args_out + n, outlen - n, "%sframesz=%u,blocksz=%u", n ? "," : "", framesz, blocksz);
+		LOG("port %s: net_af_packet frames of %u bytes in blocks of %u for buffers of %u (framesz, blocksz added)",
+		    p->name, framesz, blocksz, room);
+	}
+	if (framesz < AFP_MAC_OFF + 64 || framesz % 16) {
+		snprintf(err, errlen, "ports[%u].vdev (port %s): framesz=%u: must be a multiple of 16, at least %u",
+			 PORT_IDX(p), p->name, framesz, AFP_MAC_OFF + 64);
+		return -1;
+	}
+	if (framesz - AFP_SLOT_HDR > room) {
+		snprintf(err, errlen, "ports[%u].vdev (port %s): framesz=%u needs buffers of at least %u bytes of data, "
+			 "sluiced.buffer_size is %u: raise buffer_size or lower framesz (or drop it: sluiced picks one)",
+			 PORT_IDX(p), p->name, framesz, framesz - AFP_SLOT_HDR, room);
+		return -1;
+	}
+	if (!blocksz || blocksz % page || blocksz % framesz || !framecnt || framecnt % (blocksz / framesz)) {
+		snprintf(err, errlen, "ports[%u].vdev (port %s): blocksz=%u must be a multiple of the page size (%u) and "
+			 "of framesz=%u, and framecnt=%u a multiple of blocksz / framesz (the PMD reads slot i at i * framesz)",
+			 PORT_IDX(p), p->name, blocksz, page, framesz, framecnt);
+		return -1;
+	}
+	p->max_frame = framesz - AFP_MAC_OFF;
+	unsigned mtu = iface_mtu(iface);
+	if (mtu && mtu + 18u > p->max_frame) { /* Ethernet header + one VLAN tag */
+		unsigned need = RTE_ALIGN_CEIL(mtu + 18u + AFP_MAC_OFF - AFP_SLOT_HDR, SL_DATA_ROOM_ALIGN), f, bl;
+		for (; need < SL_DATA_ROOM_MAX; need += SL_DATA_ROOM_ALIGN) { /* the buffer whose slot holds it */
+			afp_pick(need, page, &f, &bl);
+			if (f - AFP_MAC_OFF >= mtu + 18u)
+				break;
+		}
+		snprintf(err, errlen, "ports[%u].vdev (port %s): interface %s has MTU %u (frames up to %u bytes) but "
+			 "AF_PACKET frames of %u bytes (framesz) hold frames up to %u: the kernel would truncate longer ones. "
+			 "Set sluiced.buffer_size to at least %u%s, or lower the interface's MTU",
+			 PORT_IDX(p), p->name, iface, mtu, mtu + 18u, framesz, p->max_frame,
+			 need < SL_DATA_ROOM_MIN ? SL_DATA_ROOM_MIN : need,
+			 have_frame ? " and framesz to match" : " (sluiced then sizes framesz)");
+		return -1;
+	}
+	return 0;
+}
+
+/* The MTU to give a port whose buffers hold `room` bytes: frames of MTU + Ethernet header + one VLAN
+ * tag fit a buffer, within what the device accepts (its max_mtu and max_rx_pktlen, as ethdev checks
+ * them). 0: leave the device's default (default-sized buffers, or a device that takes no more). */
+static uint16_t port_mtu(const struct rte_eth_dev_info *info, uint32_t room)
+{
+	if (room <= SL_DATA_ROOM)
+		return 0;
+	uint32_t want = room - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN;
+	uint32_t overhead = info->max_mtu != UINT16_MAX && info->max_rx_pktlen > info->max_mtu
+				    ? info->max_rx_pktlen - info->max_mtu : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+	uint32_t dev_max = info->max_rx_pktlen > overhead ? info->max_rx_pktlen - overhead : 0;
+	if (dev_max > info->max_mtu)
+		dev_max = info->max_mtu;
+	if (want > dev_max)
+		want = dev_max;
+	return want > RTE_ETHER_MTU ? (uint16_t)want : 0;
+}
+
 static void mark_foreign(struct rte_mempool *mp, void *arg, void *obj, unsigned idx)
 {
 	(void)mp;
@@ -44,6 +205,8 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 {
 	int rc;
 	const char *args = "";
+	uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM; /* sluiced.buffer_size */
+	p->max_frame = room;
 	if (strncmp(p->vdev, "pci:", 4) == 0) {
 		if (pci_port_find(p, err, errlen) < 0)
 			return -1;
@@ -59,6 +222,12 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 	p->devname[nlen] = 0;
 	if (comma)
 		args = comma + 1;
+	char afp_args[sizeof(p->vdev) + 64];
+	if (!strncmp(p->devname, "net_af_packet", 13) || !strncmp(p->devname, "eth_af_packet", 13)) {
+		if (af_packet_args(p, args, room, afp_args, sizeof(afp_args), err, errlen) < 0)
+			return -1;
+		args = afp_args;
+	}
 
 	rc = rte_vdev_init(p->devname, args);
 	if (rc != 0) {
@@ -87,10 +256,16 @@ configure:;
 	 * (VLAN_STRIP) and the worker puts it back (datapath.c rx_vlan_restore): NFs see the wire frame. */
 	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_VLAN_STRIP)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_VLAN_STRIP;
+	/* Jumbo buffers: an MTU that lets full-sized frames in (net_tap sets its kernel interface's;
+	 * net_pcap, net_ring, net_null take any length anyway; net_af_packet: framesz above) */
+	uint16_t mtu = port_mtu(&info, room);
+	conf.rxmode.mtu = mtu;
 	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
 		snprintf(err, errlen, "ports[%u] (port %s): configure failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
 		goto fail;
 	}
+	if (mtu && (rc = rte_eth_dev_set_mtu(p->port_id, mtu)) != 0 && rc != -ENOTSUP)
+		LOG("port %s: setting MTU %u failed (%s); the device keeps its own", p->name, mtu, rte_strerror(-rc));
 	uint16_t nrx = RX_DESC, ntx = TX_DESC;
 	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nrx, &ntx);
 	int socket = rte_eth_dev_socket_id(p->port_id);
@@ -125,7 +300,12 @@ configure:;
 	}
 	p->started = true;
 	rte_eth_promiscuous_enable(p->port_id); /* not every PMD supports it */
-	LOG("port %s: %s is DPDK port %u (%s)", p->name, p->vdev, p->port_id, info.driver_name);
+	if (rte_eth_dev_get_mtu(p->port_id, &p->mtu) != 0)
+		p->mtu = 0;
+	if (p->own_pool) /* af_xdp: its private pool's buffers */
+		p->max_frame = rte_pktmbuf_data_room_size(p->own_pool) - RTE_PKTMBUF_HEADROOM;
+	LOG("port %s: %s is DPDK port %u (%s), MTU %u, frames up to %u bytes", p->name, p->vdev, p->port_id,
+	    info.driver_name, p->mtu, p->max_frame);
 	return 0;
 fail:
 	port_close(p);

@@ -53,8 +53,11 @@ struct cfg_chain {
 
 struct config {
 	uint32_t pool_mbufs;
+	uint32_t buffer_size;       /* sluiced.buffer_size: data room of a buffer of the default domain (and
+	                             * of every domain that names none) */
 	uint32_t ring_size;
 	uint32_t max_nfs;
+	bool pipes;                 /* sluiced.pipes: NF-to-NF pipes on static chain edges (pipe.c) */
 	int huge; /* -1 auto, 0 off, 1 on */
 	char lcores[64];
 	unsigned nports;
@@ -70,6 +73,7 @@ struct config {
 	struct cfg_domain {
 		char name[SL_NAME_LEN];
 		uint32_t pool_mbufs;
+		uint32_t buffer_size; /* data room per buffer (domains[].buffer_size, default sluiced.buffer_size) */
 	} domains[SL_MAX_DOMAINS];
 	json_t *rules;              /* steering rules (docs/steering.md), resolved once ports and chains exist */
 	json_t *malformed;          /* steering.malformed action, NULL = drop */
@@ -105,8 +109,15 @@ int config_service_index(const struct config *c, const char *service);
 
 /* ---- packet memory (mem.c): one region per trust domain ---- */
 
-#define SL_DATA_ROOM 2048
-#define SL_BUF_SIZE (SL_DATA_ROOM + RTE_PKTMBUF_HEADROOM) /* bytes per buffer in a region */
+/* A region's buffers are headroom + data room bytes; the data room is the domain's buffer_size
+ * (sluiced.buffer_size, domains[].buffer_size): one contiguous buffer per packet, so a jumbo frame
+ * needs a jumbo buffer (docs/abi.md "Buffer size and jumbo frames"). */
+#define SL_DATA_ROOM 2048        /* default data room (sluiced.buffer_size) */
+#define SL_DATA_ROOM_MIN 2048
+#define SL_DATA_ROOM_MAX 16384   /* 9,000-byte MTU + Ethernet and VLAN headers fit with room to spare */
+#define SL_DATA_ROOM_ALIGN 64    /* data rooms are whole cache lines: every buffer starts aligned */
+#define SL_REGION_MAX_BYTES (1ull << 32) /* descriptor offsets (sl_desc.off) are 32-bit */
+#define SL_BUF_SIZE (SL_DATA_ROOM + RTE_PKTMBUF_HEADROOM) /* bytes of a default-sized buffer */
 #define SL_REGION_NONE 0xff   /* mbuf_priv.region of an mbuf of no region (a port's own pool) */
 
 /* The mbuf's private area (sluiced's memory, like the whole header): which buffer it is. */
@@ -140,12 +151,20 @@ struct region {
 	 * before a pool audit and at region_destroy. Worker context only. */
 	struct rte_mbuf *stash[REGION_STASH];
 	uint16_t stash_n, stash_i;
+	/* The domain's pipe area (sluiced.pipes, pipe.c): one pipe ring per NF id, mapped read-write by
+	 * the domain's rw NFs whose SDK takes pipes. */
+	int pipe_fd;
+	uint8_t *pipe_base;
+	size_t pipe_bytes;   /* whole memfd */
+	size_t pipe_slot;    /* bytes per NF id */
 };
 
-/* Bytes of a region of `mbufs` buffers (whole pages). */
-size_t region_bytes(uint32_t mbufs, bool huge);
-/* Create region `index` of domain `name`: memfd + mbuf pool. Returns 0 or -1 (logged). */
-int region_create(struct region *r, uint8_t index, const char *name, uint32_t mbufs, bool huge);
+/* Bytes of a region of `mbufs` buffers of `data_room` bytes each plus headroom (whole pages). */
+size_t region_bytes(uint32_t mbufs, uint32_t data_room, bool huge);
+/* Create region `index` of domain `name`: memfd + mbuf pool of `mbufs` buffers with `data_room`
+ * bytes of packet data each. Returns 0 or -1 (logged). */
+int region_create(struct region *r, uint8_t index, const char *name, uint32_t mbufs, uint32_t data_room,
+		  bool huge);
 /* Undo region_create; safe on a partly created region. */
 void region_destroy(struct region *r);
 /* A copy of m's data in a fresh buffer of region r (same headroom, length, port); NULL when r's
@@ -178,6 +197,7 @@ static inline uint8_t mbuf_region(const struct rte_mbuf *m)
 struct port_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t drop_tx_full, drop_no_path, drop_rx_invalid;
+	uint64_t drop_too_long; /* frames longer than one buffer (the PMD chained segments): drops.too_long */
 	uint64_t malformed; /* packets the steering parser refused (docs/steering.md) */
 };
 
@@ -196,6 +216,8 @@ struct port {
 	 * receives into a private pool of its own; the worker copies each packet into region 0 */
 	struct rte_mempool *own_pool;
 	uint64_t rx_copied;
+	uint32_t max_frame; /* longest frame (bytes, no FCS) it receives whole: the buffer or the PMD's limit */
+	uint16_t mtu;       /* the ethdev's MTU after start (af_packet: the kernel interface decides) */
 };
 
 /* Probe, configure and start a port from its vdev string. Returns 0 or -1 with err. */
@@ -251,6 +273,16 @@ struct nf {
 	uint32_t kick_cons;   /* its RX ring's consumer index when it was kicked */
 	uint32_t set_pos;     /* index in that list */
 	struct nf_ring rxk, txk; /* the worker's private view of the rings (nfring.h): worker only */
+	/* pipes (pipe.c, datapath.c "Pipes"): po is its pipe ring in its domain's pipe area (NULL: no
+	 * pipes for it), where its SDK puts plain NEXT descriptors; the worker reads it through pok
+	 * unless the next NF does (pipe_to). */
+	struct sl_ring *po;
+	struct nf_ring pok;
+	int32_t pipe_to, pipe_from; /* NF ids joined by a pipe, -1 none (worker only) */
+	uint32_t pipe_epoch;        /* last info->pipe_in.epoch it was given (worker only) */
+	uint32_t pipe_open_epoch;   /* the epoch that opened its current pipe input */
+	uint32_t pipe_kick_cons;    /* its pipe consumer index when last kicked for pipe input */
+	bool pipe_kicked;
 	struct nf_stats st;
 	/* RX staging, worker only */
 	uint16_t nstage;
@@ -310,6 +342,7 @@ struct route {
  * those lost because the target's pool was empty (also in drops.no_buffer). Worker writes. */
 struct domain_pair_stats {
 	uint64_t packets, bytes, no_buffer;
+	uint64_t too_long;      /* longer than the target domain's buffers (also in drops.too_long) */
 	uint64_t timed, cycles; /* every 16th copy is timed (TSC around allocation + copy): the cost per copy */
 };
 
@@ -320,6 +353,8 @@ struct drops {
 	uint64_t no_buffer;       /* an SL_ACT_OUT_SET copy found the pool empty (that port's frame lost) */
 	uint64_t backpressure;    /* dropped at a chain's entry: a later service of the chain is saturated */
 	uint64_t quota;           /* the NF held its quota, or its domain's NFs their bound (violations.quota) */
+	uint64_t too_long;        /* a frame longer than the buffer that was to hold it: received in several
+	                           * segments, or copied toward a domain of smaller buffers (docs/abi.md) */
 };
 
 /* SL_ACT_OUT_SET traffic (abi.h struct sl_out_set): packets NFs sent to port sets, frames that left
@@ -546,6 +581,7 @@ struct manager {
 	struct steer_action malformed;
 	struct flow_stats flow_st;  /* worker writes */
 	struct out_set_stats out_set; /* worker writes */
+	struct { uint64_t open, opened, closed, packets, close_timeouts; } pipes; /* stats.pipes (worker writes) */
 	uint64_t doorbells;         /* parked NFs that rang their doorbell (worker writes) */
 	struct drops drops;         /* worker writes */
 	uint64_t invalid[SL_DESC__COUNT];     /* drops.invalid_desc by reason (worker writes) */
@@ -570,6 +606,19 @@ struct manager {
 };
 
 extern struct manager M;
+
+/* pipe.c: the per-domain pipe areas (docs/architecture.md "Pipes") */
+/* Create region r's pipe area: `slots` pipe rings of `ring_size` descriptors. Returns 0 or -1 (logged). */
+int pipe_area_create(struct region *r, uint32_t slots, uint32_t ring_size);
+/* Undo pipe_area_create; safe when it was never created. */
+void pipe_area_destroy(struct region *r);
+/* NF id's pipe ring in region r's pipe area, initialised empty; its byte offset in *offset. */
+struct sl_ring *pipe_ring_reset(struct region *r, uint32_t id, uint32_t ring_size, uint64_t *offset);
+/* Byte offset of NF id's pipe ring in its domain's pipe area. */
+static inline uint64_t pipe_offset(const struct region *r, uint32_t id)
+{
+	return (uint64_t)id * r->pipe_slot;
+}
 
 /* datapath.c */
 /* Allocate the worker's lists (before the worker starts). Returns 0 or -1. */

@@ -49,8 +49,9 @@ def err(data, **kw):
 
 def test_base_config_normalizes_with_defaults():
     n = sc.normalize(cfg())
-    assert n["sluiced"] == {"pool_mbufs": 16384, "ring_size": 1024, "max_nfs": 64, "huge_pages": "auto",
-                            "socket_dir": "/run/sluice", "lcores": "0,1"}
+    assert n["sluiced"] == {"pool_mbufs": 16384, "buffer_size": 2048, "ring_size": 1024, "max_nfs": 64,
+                            "huge_pages": "auto", "socket_dir": "/run/sluice", "lcores": "0,1",
+                            "pipes": False}
     count = n["nfs"][0]
     assert count["args"] == [] and count["instances"] == 1 and count["wakeup"] == "poll"
     assert count["batch"] == 32 and count["timeout_us"] == 100 and count["spin_us"] == 200
@@ -227,6 +228,7 @@ CASES = [
     ("pool too big", lambda: cfg(sluiced={"pool_mbufs": 2 ** 21}), "sluiced.pool_mbufs", "1024..1048576"),
     ("ring not power of two", lambda: cfg(sluiced={"ring_size": 1000}), "sluiced.ring_size", "power of two"),
     ("ring too small", lambda: cfg(sluiced={"ring_size": 8}), "sluiced.ring_size", "16..65536"),
+    ("pipes not a boolean", lambda: cfg(sluiced={"pipes": "yes"}), "sluiced.pipes", "true or false"),
     ("max_nfs zero", lambda: cfg(sluiced={"max_nfs": 0}), "sluiced.max_nfs", "1..16384"),
     ("max_nfs below instances", lambda: cfg(sluiced={"max_nfs": 2}), "sluiced.max_nfs", "3 NF instances"),
     ("huge_pages bad", lambda: cfg(sluiced={"huge_pages": "maybe"}), "sluiced.huge_pages",

@@ -40,16 +40,17 @@ def test_untrusted_nf_private_domain_strict_sandbox_and_named_domains():
         c["nfs"][1].update(trusted=False, instances=2)
         c["nfs"][2].update(domain="blue", access="ro")
     c = norm(mod(f))
-    assert c["domains"] == [{"name": "blue", "pool_mbufs": 2048}, {"name": "u", "pool_mbufs": 2 * 2 * 1024}]
+    assert c["domains"] == [{"name": "blue", "pool_mbufs": 2048, "buffer_size": 2048},
+                            {"name": "u", "buffer_size": 2048, "pool_mbufs": 2 * 2 * 1024}]
     a, u, n = c["nfs"]
     assert (u["domain"], u["sandbox"], u["access"]) == ("u", "strict", "rw")
     assert (n["domain"], n["sandbox"], n["access"]) == ("blue", "none", "ro")
     assert sc.default_sandbox(u) == "strict" and sc.default_sandbox(a) == "none"
     # an explicit sandbox still wins, and pool_mbufs sizes the private domain
     c = norm(mod(lambda c: c["nfs"][1].update(trusted=False, sandbox="none", pool_mbufs=1500)))
-    assert c["nfs"][1]["sandbox"] == "none" and c["domains"] == [{"name": "u", "pool_mbufs": 1500}]
+    assert c["nfs"][1]["sandbox"] == "none" and c["domains"] == [{"name": "u", "buffer_size": 2048, "pool_mbufs": 1500}]
     out = json.loads(sc.to_sluiced_json(c))
-    assert out["domains"] == [{"name": "u", "pool_mbufs": 1500}] and out["nfs"][1]["domain"] == "u"
+    assert out["domains"] == [{"name": "u", "buffer_size": 2048, "pool_mbufs": 1500}] and out["nfs"][1]["domain"] == "u"
 
 
 @pytest.mark.parametrize("fn,field", [

@@ -51,6 +51,7 @@ CASES = [
     ("unknown_chain_key", mutate(_set(["chains", 0, "bogus"], 1)), r"chains\[0\]\.bogus: unknown field"),
     ("ring_size_not_pow2", mutate(_set(["sluiced", "ring_size"], 1000)), r"sluiced\.ring_size: .*power of two"),
     ("ring_size_string", mutate(_set(["sluiced", "ring_size"], "1024")), r"sluiced\.ring_size"),
+    ("pipes_not_bool", mutate(_set(["sluiced", "pipes"], 1)), r"sluiced\.pipes: must be true or false"),
     ("ring_size_vs_pool", mutate(_set(["sluiced", "ring_size"], 8192)), r"sluiced\.ring_size: 8192 is too large for pool_mbufs"),
     ("pool_too_small", mutate(_set(["sluiced", "pool_mbufs"], 10)), r"sluiced\.pool_mbufs"),
     ("max_nfs_zero", mutate(_set(["sluiced", "max_nfs"], 0)), r"sluiced\.max_nfs"),

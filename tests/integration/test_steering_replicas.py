@@ -52,7 +52,7 @@ def rep(net, sluice):  # noqa: F811
     def no_drops():
         d = sluice.stats()["drops"]
         assert {k: v for k, v in d.items() if k != "no_path"} == dict.fromkeys(
-            ["ring_full", "nf_gone", "invalid_desc", "tx_full", "rx_invalid", "rule", "malformed", "nf_detached", "no_buffer", "backpressure", "quota"], 0), d
+            ["ring_full", "nf_gone", "invalid_desc", "tx_full", "rx_invalid", "rule", "malformed", "nf_detached", "no_buffer", "backpressure", "quota", "too_long"], 0), d
 
     return start, send, no_drops
 

@@ -107,7 +107,7 @@ def test_rules_steer_mixed_traffic(sluice, workdir):  # noqa: F811
     assert sluice.nf("s1", st)["rx_pkts"] == len(by_kind["v6"])
     assert sluice.nf("a", st)["rx_pkts"] == len(by_kind["vlan"])
     assert {k: v for k, v in st["drops"].items() if k not in ("rule", "no_path")} == \
-        dict.fromkeys(["ring_full", "nf_gone", "invalid_desc", "tx_full", "rx_invalid", "malformed", "nf_detached", "no_buffer", "backpressure", "quota"], 0)
+        dict.fromkeys(["ring_full", "nf_gone", "invalid_desc", "tx_full", "rx_invalid", "malformed", "nf_detached", "no_buffer", "backpressure", "quota", "too_long"], 0)
 
     # the flow table: one entry per distinct IP flow (ingress port + 5-tuple); later packets of a flow hit it
     ip = [f for (kind, p), f in zip(traffic, frames) if kind != "malformed" and (IP in p or IPv6 in p)]

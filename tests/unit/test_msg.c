@@ -48,6 +48,11 @@ static struct sl_msg good(uint16_t type)
 		m.u.disconnect.code = SL_ERR_SHUTDOWN;
 		strcpy(m.u.disconnect.reason, "bye");
 		break;
+	case SL_MSG_ADD_PIPE:
+		m.u.add_pipe.map_size = 64 * 20480;
+		m.u.add_pipe.out_offset = 3 * 20480;
+		m.u.add_pipe.size = 1024;
+		break;
 	}
 	return m;
 }
@@ -182,6 +187,16 @@ static void test_fields_other(void)
 	m = good(SL_MSG_ADD_REGION); m.u.add_region.headroom = 2175; OK(m);
 	m = good(SL_MSG_ADD_REGION); m.u.add_region.index = 255; OK(m);
 	m = good(SL_MSG_ADD_REGION); m.u.add_region.index = 256; BAD(m);
+
+	/* ADD_PIPE: a power-of-two ring, aligned, inside the map */
+	m = good(SL_MSG_ADD_PIPE); OK(m);
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.size = 1000; BAD(m);
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.size = 1; BAD(m);
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.out_offset += 8; BAD(m); /* misaligned */
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.out_offset = m.u.add_pipe.map_size; BAD(m); /* outside */
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.out_offset = m.u.add_pipe.map_size - sl_ring_bytes(1024); OK(m);
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.out_offset = UINT64_MAX - 63; BAD(m); /* overflow */
+	m = good(SL_MSG_ADD_PIPE); m.u.add_pipe.map_size = 0; m.u.add_pipe.out_offset = 0; BAD(m);
 
 	m = good(SL_MSG_ADD_RING); m.u.add_ring.dir = 2; BAD(m);
 	m = good(SL_MSG_ADD_RING); m.u.add_ring.dir = SL_RING_RX; OK(m);

@@ -38,10 +38,11 @@ def cmd_status(args):
         nfs = c.nfs()
     print(f"sluiced {st.get('version', '?')}  pid {st.get('pid')}  up {duration(st.get('uptime_s'))}  "
           f"worker lcore {st.get('worker_lcore', '-')}")
-    print(f"memory: {human_bytes(st.get('region_bytes'))} region, huge pages "
-          f"{'yes' if st.get('huge_pages') else 'no'}; mbufs {st.get('mbufs')} total, "
-          f"{st.get('mbufs_free')} free, {st.get('mbufs_lent')} lent to NFs")
     doms = st.get("domains") or []
+    bsize = f", buffers of {doms[0].get('buffer_size')} bytes" if doms and doms[0].get("buffer_size") else ""
+    print(f"memory: {human_bytes(st.get('region_bytes'))} region, huge pages "
+          f"{'yes' if st.get('huge_pages') else 'no'}; mbufs {st.get('mbufs')} total{bsize}, "
+          f"{st.get('mbufs_free')} free, {st.get('mbufs_lent')} lent to NFs")
     if len(doms) > 1:  # trust domains: one region each
         print("domains: " + ", ".join(f"{d.get('name')} {human_bytes(d.get('region_bytes'))} "
                                       f"({d.get('mbufs')} mbufs, {d.get('free')} free)" for d in doms))

@@ -54,11 +54,11 @@ def format_stats(st):
     doms = st.get("domains") or []
     if len(doms) > 1:  # trust domains (docs/api.md): each one's pool, then copies per boundary
         for d in doms:
-            out.append(f"DOMAIN {d.get('name')}  mbufs={d.get('mbufs')}  free={d.get('free')}  lent={d.get('lent')}  "
-                       f"nfs={d.get('nfs')}")
+            out.append(f"DOMAIN {d.get('name')}  mbufs={d.get('mbufs')}  buffer_size={d.get('buffer_size')}  "
+                       f"free={d.get('free')}  lent={d.get('lent')}  nfs={d.get('nfs')}")
     for c in st.get("copies") or []:
         out.append(f"COPIES {c.get('from')} -> {c.get('to')}  packets={c.get('packets')}  bytes={c.get('bytes')}  "
-                   f"no_buffer={c.get('no_buffer')}")
+                   f"no_buffer={c.get('no_buffer')}  too_long={c.get('too_long', 0)}")
     viol = violations_line(st.get("violations") or {})
     if viol:
         out.append(viol)
