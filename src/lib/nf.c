@@ -714,8 +714,13 @@ static int ring_put(struct sl_nf *nf, struct sl_ring *r, const struct sl_desc *d
 		done += sl_ring_enqueue_burst(r, d + done, n - done);
 		if (done == n || stopping(nf))
 			break;
-		cpu_relax();
-		if (++spins % SL_SPIN_CHECK == 0 && (rc = check_socket(nf)) != 0)
+		/* Full: its reader must run. On a pipe that is often an NF on this same core, so give the
+		 * core up rather than spin out the time slice. */
+		if (++spins % 16 == 0)
+			sched_yield();
+		else
+			cpu_relax();
+		if (spins % SL_SPIN_CHECK == 0 && (rc = check_socket(nf)) != 0)
 			break;
 	}
 	nf->stats.tx_pkts += done;
