@@ -300,13 +300,21 @@ static json_t *j_domains(void)
 	return a;
 }
 
+/* Every worker's counters added up (one snapshot per report). */
+static const struct worker_stats *wstats(void)
+{
+	static struct worker_stats sum; /* ~200 KiB: not on the stack */
+	worker_stats_sum(&sum);
+	return &sum;
+}
+
 /* Packets copied across trust-domain boundaries, per (from, to) pair that saw any. */
-static json_t *j_copies(void)
+static json_t *j_copies(const struct worker_stats *S)
 {
 	json_t *a = json_array();
 	for (unsigned f = 0; f < M.nregions; f++)
 		for (unsigned t = 0; t < M.nregions; t++) {
-			const struct domain_pair_stats *ps = &M.copies[f][t];
+			const struct domain_pair_stats *ps = &S->copies[f][t];
 			uint64_t n = __atomic_load_n(&ps->packets, __ATOMIC_RELAXED);
 			uint64_t nb = __atomic_load_n(&ps->no_buffer, __ATOMIC_RELAXED);
 			uint64_t tl = __atomic_load_n(&ps->too_long, __ATOMIC_RELAXED);
@@ -343,27 +351,27 @@ static json_t *j_status(void)
 	return j;
 }
 
-static json_t *j_active_set(void)
+static json_t *j_active_set(const struct worker_stats *S)
 {
 	uint32_t b, p, w;
 	worker_active_set(&b, &p, &w);
 	return json_pack("{s:I,s:I,s:I,s:I}", "busy", (json_int_t)b, "parked", (json_int_t)p, "waiting",
-			 (json_int_t)w, "doorbells", (json_int_t)M.doorbells);
+			 (json_int_t)w, "doorbells", (json_int_t)S->doorbells);
 }
 
 /* What NFs did wrong: rejected descriptors by reason (they add up to drops.invalid_desc), and NFs
  * disconnected for breaking the ring protocol, by kind (docs/api.md). */
-static json_t *j_violations(void)
+static json_t *j_violations(const struct worker_stats *S)
 {
 	json_t *inv = json_object(), *ring = json_object();
 	for (int v = SL_DESC_OK + 1; v < SL_DESC__COUNT; v++)
-		json_object_set_new(inv, sl_desc_verdict_key(v), json_integer((json_int_t)M.invalid[v]));
+		json_object_set_new(inv, sl_desc_verdict_key(v), json_integer((json_int_t)S->invalid[v]));
 	for (int e = NF_RING_OK + 1; e < NF_RING__COUNT; e++)
-		json_object_set_new(ring, nf_ring_err_key(e), json_integer((json_int_t)M.ring_faults[e]));
+		json_object_set_new(ring, nf_ring_err_key(e), json_integer((json_int_t)S->ring_faults[e]));
 	json_t *att = json_pack("{s:I,s:I}", "unknown_service", (json_int_t)M.attach_refused.unknown_service,
 				"bad_token", (json_int_t)M.attach_refused.bad_token);
-	json_t *quota = json_pack("{s:I,s:I}", "nf", (json_int_t)M.quota_drops.nf, "domain",
-				  (json_int_t)M.quota_drops.domain);
+	json_t *quota = json_pack("{s:I,s:I}", "nf", (json_int_t)S->quota_drops.nf, "domain",
+				  (json_int_t)S->quota_drops.domain);
 	return json_pack("{s:o,s:o,s:o,s:o}", "invalid_desc", inv, "ring", ring, "attach", att, "quota", quota);
 }
 
@@ -552,7 +560,7 @@ static json_t *cmd_nf_drain(json_t *req)
 
 static json_t *j_flows(void)
 {
-	const struct flow_stats *f = &M.flow_st;
+	const struct flow_stats *f = &wstats()->flow_st;
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "entries", (json_int_t)f->entries,
 			 "max", (json_int_t)M.cfg.flows, "idle_ms", (json_int_t)M.cfg.flow_idle_ms, "hits",
 			 (json_int_t)f->hits, "misses", (json_int_t)f->misses, "rechecked", (json_int_t)f->rechecked,
@@ -732,7 +740,8 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 	if (!strcmp(c, "chains"))
 		return ok_with("chains", j_chains());
 	if (!strcmp(c, "stats")) {
-		const struct drops *d = &M.drops;
+		const struct worker_stats *S = wstats();
+		const struct drops *d = &S->drops;
 		json_t *st = json_pack("{s:b,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "ports",
 				 j_ports(), "nfs", j_nfs(), "services", j_services(), "chains", j_chains(), "pool",
 				 j_pool(), "drops", "ring_full", (json_int_t)d->ring_full, "no_path",
@@ -743,20 +752,20 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		json_object_set_new(json_object_get(st, "drops"), "quota", json_integer((json_int_t)d->quota));
 		json_object_set_new(json_object_get(st, "drops"), "too_long", json_integer((json_int_t)d->too_long));
 		json_object_set_new(st, "flows", j_flows());
-		json_object_set_new(st, "active_set", j_active_set());
-		json_object_set_new(st, "doorbell_epoll", json_pack("{s:I,s:I}", "polls", (json_int_t)M.bell_polls,
-								    "events", (json_int_t)M.bell_events));
-		json_object_set_new(st, "violations", j_violations());
+		json_object_set_new(st, "active_set", j_active_set(S));
+		json_object_set_new(st, "doorbell_epoll", json_pack("{s:I,s:I}", "polls", (json_int_t)S->bell_polls,
+								    "events", (json_int_t)S->bell_events));
+		json_object_set_new(st, "violations", j_violations(S));
 		json_object_set_new(st, "domains", j_domains());
-		json_object_set_new(st, "copies", j_copies());
+		json_object_set_new(st, "copies", j_copies(S));
 		json_object_set_new(st, "pipes", json_pack("{s:b,s:I,s:I,s:I,s:I,s:I}", "enabled", M.cfg.pipes, "open",
-							   (json_int_t)M.pipes.open, "opened", (json_int_t)M.pipes.opened,
-							   "closed", (json_int_t)M.pipes.closed, "packets",
-							   (json_int_t)M.pipes.packets, "close_timeouts",
-							   (json_int_t)M.pipes.close_timeouts));
-		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)M.out_set.packets,
-							      "frames", (json_int_t)M.out_set.frames, "copies",
-							      (json_int_t)M.out_set.copies));
+							   (json_int_t)S->pipes.open, "opened", (json_int_t)S->pipes.opened,
+							   "closed", (json_int_t)S->pipes.closed, "packets",
+							   (json_int_t)S->pipes.packets, "close_timeouts",
+							   (json_int_t)S->pipes.close_timeouts));
+		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)S->out_set.packets,
+							      "frames", (json_int_t)S->out_set.frames, "copies",
+							      (json_int_t)S->out_set.copies));
 		return st;
 	}
 	if (!strcmp(c, "chain_set"))

@@ -42,27 +42,13 @@
  * just as it was parked). So the loop's cost grows with the NFs that have packets in flight,
  * not with the NFs attached. Sleepers with packets waiting for a kick are on `waiting`, scanned
  * only when the earliest deadline is due. */
-static uint16_t *busy;
-static uint32_t nbusy;
-static uint16_t *parked;
-static uint32_t nparked;
-static int bell_ep = -1;           /* epoll over every NF's TX eventfd (its doorbell) */
-static uint64_t next_bell_check;
-static uint16_t *dirty;    /* NFs with staged descriptors */
-static uint32_t ndirty;
-static uint16_t *waiting;  /* sleeping NFs with packets waiting for a kick */
-static uint32_t nwaiting;
-static uint64_t next_deadline; /* earliest first_wait + timeout on `waiting` (UINT64_MAX: none) */
-static uint16_t *dirty_ports;
-static uint32_t ndirty_ports;
+/* The worker running on this thread (struct worker, sluiced.h: its lists and counters). The control
+ * thread sets it too while it runs a command inline (no worker running). */
+static __thread struct worker *W;
 /* The flow table (docs/steering.md "Flows"): key position in flow_h -> flows[] */
 static struct rte_hash *flow_h;
 static struct flow *flows;
-static uint32_t flow_iter;        /* expiry sweep cursor */
-static uint64_t flow_next_sweep;  /* TSC of the next sweep */
 static int fault_fd = -1;         /* eventfd: an NF broke the ring protocol (control disconnects it) */
-static uint16_t *piped;           /* NFs whose pipe ring the next NF reads ("Pipes") */
-static uint32_t npiped;
 
 static inline void drop(struct rte_mbuf *m)
 {
@@ -169,7 +155,7 @@ static void nf_fault(struct nf *nf, enum nf_ring_err why)
 	if (nf->fault)
 		return;
 	__atomic_store_n(&nf->fault, (uint8_t)why, __ATOMIC_RELEASE);
-	M.ring_faults[why]++;
+	W->st.ring_faults[why]++;
 	if (!nf->draining) {
 		service_remove_instance(&M.services[nf->service], (uint16_t)(nf - M.nfs));
 		nf->draining = true;
@@ -216,8 +202,8 @@ static inline bool worker_reads_pipe(const struct nf *nf)
 
 static void set_leave(struct nf *nf)
 {
-	uint16_t *list = nf->set == NF_SET_BUSY ? busy : parked;
-	uint32_t *n = nf->set == NF_SET_BUSY ? &nbusy : &nparked;
+	uint16_t *list = nf->set == NF_SET_BUSY ? W->busy : W->parked;
+	uint32_t *n = nf->set == NF_SET_BUSY ? &W->nbusy : &W->nparked;
 	if (nf->set == NF_SET_NONE)
 		return;
 	uint16_t last = list[--*n];
@@ -255,11 +241,11 @@ static void set_enter(struct nf *nf, enum nf_set to)
 	set_leave(nf);
 	uint16_t id = (uint16_t)(nf - M.nfs);
 	if (to == NF_SET_BUSY) {
-		nf->set_pos = nbusy;
-		busy[nbusy++] = id;
+		nf->set_pos = W->nbusy;
+		W->busy[W->nbusy++] = id;
 	} else if (to == NF_SET_PARKED) {
-		nf->set_pos = nparked;
-		parked[nparked++] = id;
+		nf->set_pos = W->nparked;
+		W->parked[W->nparked++] = id;
 	}
 	nf->set = (uint8_t)to;
 }
@@ -268,9 +254,9 @@ static void waiting_leave(struct nf *nf)
 {
 	if (!nf->waiting)
 		return;
-	for (uint32_t i = 0; i < nwaiting; i++)
-		if (&M.nfs[waiting[i]] == nf) {
-			waiting[i] = waiting[--nwaiting];
+	for (uint32_t i = 0; i < W->nwaiting; i++)
+		if (&M.nfs[W->waiting[i]] == nf) {
+			W->waiting[i] = W->waiting[--W->nwaiting];
 			break;
 		}
 	nf->waiting = false;
@@ -335,13 +321,13 @@ static void flush_nf(struct nf *nf)
 	M.dom_held[nf->domain] -= nf->nstage - n;
 	if (unlikely(nf->fault)) { /* disconnected for a ring violation: its packets have no NF */
 		M.services[nf->service].drop_nf_gone += nf->nstage - n;
-		M.drops.nf_gone += nf->nstage - n;
+		W->st.drops.nf_gone += nf->nstage - n;
 		nf->nstage = 0;
 		return;
 	}
 	if (n < nf->nstage) {
 		nf->st.drop_ring_full += nf->nstage - n;
-		M.drops.ring_full += nf->nstage - n;
+		W->st.drops.ring_full += nf->nstage - n;
 	}
 	nf->nstage = 0;
 	if (nf->wakeup != SL_WAKE_POLL && n > 0) {
@@ -353,9 +339,9 @@ static void flush_nf(struct nf *nf)
 				kick(nf);
 			} else if (!nf->waiting) {
 				nf->waiting = true;
-				waiting[nwaiting++] = (uint16_t)(nf - M.nfs);
-				if (nf->first_wait + nf->timeout_cyc < next_deadline)
-					next_deadline = nf->first_wait + nf->timeout_cyc;
+				W->waiting[W->nwaiting++] = (uint16_t)(nf - M.nfs);
+				if (nf->first_wait + nf->timeout_cyc < W->next_deadline)
+					W->next_deadline = nf->first_wait + nf->timeout_cyc;
 			}
 		} else {
 			nf->first_wait = 0;
@@ -366,14 +352,14 @@ static void flush_nf(struct nf *nf)
 /* Age sleeping NFs' waiting packets: kick at the deadline. */
 static void check_waiting(void)
 {
-	if (nwaiting == 0)
+	if (W->nwaiting == 0)
 		return;
 	uint64_t now = rte_rdtsc();
-	if (now < next_deadline)
+	if (now < W->next_deadline)
 		return; /* nobody's deadline is due: the list is not even looked at */
-	next_deadline = UINT64_MAX;
-	for (uint32_t i = 0; i < nwaiting;) {
-		struct nf *nf = &M.nfs[waiting[i]];
+	W->next_deadline = UINT64_MAX;
+	for (uint32_t i = 0; i < W->nwaiting;) {
+		struct nf *nf = &M.nfs[W->waiting[i]];
 		bool keep = false;
 		if (nf->active && !nf->fault && nf->first_wait && rx_sync(nf) && nf_ring_rx_pending(&nf->rxk) > 0) {
 			if (!__atomic_load_n(&nf->rx->need_kick, __ATOMIC_RELAXED))
@@ -386,12 +372,12 @@ static void check_waiting(void)
 			nf->first_wait = 0;
 		}
 		if (keep) {
-			if (nf->first_wait + nf->timeout_cyc < next_deadline)
-				next_deadline = nf->first_wait + nf->timeout_cyc;
+			if (nf->first_wait + nf->timeout_cyc < W->next_deadline)
+				W->next_deadline = nf->first_wait + nf->timeout_cyc;
 			i++;
 		} else {
 			nf->waiting = false;
-			waiting[i] = waiting[--nwaiting];
+			W->waiting[i] = W->waiting[--W->nwaiting];
 		}
 	}
 }
@@ -403,8 +389,8 @@ static uint32_t drain_nf(uint16_t id, const struct route *rt);
  * everything leaves the set. */
 static void drain_busy(const struct route *rt)
 {
-	for (uint32_t i = 0; i < nbusy;) {
-		uint16_t id = busy[i];
+	for (uint32_t i = 0; i < W->nbusy;) {
+		uint16_t id = W->busy[i];
 		struct nf *nf = &M.nfs[id];
 		bool asleep = __atomic_load_n(&nf->rx->need_kick, __ATOMIC_ACQUIRE) != 0;
 		drain_nf(id, rt);
@@ -423,20 +409,20 @@ static void drain_busy(const struct route *rt)
  * 20 us while anyone is parked; nothing at all otherwise. */
 static void doorbells(uint64_t now)
 {
-	if (nparked == 0 || now < next_bell_check)
+	if (W->nparked == 0 || now < W->next_bell_check)
 		return;
-	next_bell_check = now + M.tsc_hz / 50000;
+	W->next_bell_check = now + M.tsc_hz / 50000;
 	struct epoll_event ev[64];
-	int n = epoll_wait(bell_ep, ev, 64, 0);
-	M.bell_polls++;
-	M.bell_events += n > 0 ? (uint64_t)n : 0;
+	int n = epoll_wait(W->bell_ep, ev, 64, 0);
+	W->st.bell_polls++;
+	W->st.bell_events += n > 0 ? (uint64_t)n : 0;
 	/* Edge-triggered (EPOLLET, every write is an edge) and never read: a doorbell costs one event in
 	 * this call and no system call of its own, and an NF ringing in a loop costs no more than one
 	 * ringing once -- at most one event per 20 us, acted on only while the NF is parked. */
 	for (int i = 0; i < n; i++) {
 		struct nf *nf = &M.nfs[ev[i].data.u32];
 		if (nf->active && nf->set == NF_SET_PARKED) {
-			M.doorbells++;
+			W->st.doorbells++;
 			set_enter(nf, NF_SET_BUSY);
 		}
 	}
@@ -457,7 +443,7 @@ static void flush_port(struct port *p, uint16_t pi)
 	p->st.tx_bytes += bytes;
 	if (sent < p->ntx) {
 		p->st.drop_tx_full += p->ntx - sent;
-		M.drops.tx_full += p->ntx - sent;
+		W->st.drops.tx_full += p->ntx - sent;
 	}
 	p->ntx = 0;
 }
@@ -467,7 +453,7 @@ static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 	struct port *p = &M.ports[pi];
 	if (!p->listed) {
 		p->listed = true;
-		dirty_ports[ndirty_ports++] = pi;
+		W->dirty_ports[W->ndirty_ports++] = pi;
 	}
 	p->tx[p->ntx++] = m;
 	if (p->ntx == SL_BURST)
@@ -477,7 +463,7 @@ static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
 {
 	M.ports[in_port].st.drop_no_path++;
-	M.drops.no_path++;
+	W->st.drops.no_path++;
 	drop(m);
 }
 
@@ -523,7 +509,7 @@ static inline bool backpressure(const struct chain *ch, struct rte_mbuf *m)
 		struct service *s = &M.services[ch->svc[i]];
 		if (s->saturated) {
 			s->drop_backpressure++;
-			M.drops.backpressure++;
+			W->st.drops.backpressure++;
 			drop(m);
 			return true;
 		}
@@ -537,7 +523,7 @@ static inline bool backpressure(const struct chain *ch, struct rte_mbuf *m)
  * buffers starves only itself. Returns the copy, or NULL (m freed either way). */
 static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
 {
-	struct domain_pair_stats *ps = &M.copies[mbuf_region(m) & (SL_MAX_DOMAINS - 1)][to->index];
+	struct domain_pair_stats *ps = &W->st.copies[mbuf_region(m) & (SL_MAX_DOMAINS - 1)][to->index];
 	bool timed = (ps->packets & 15) == 0;
 	uint64_t t0 = timed ? rte_rdtsc() : 0;
 	struct rte_mbuf *c = region_copy_in(to, m);
@@ -548,10 +534,10 @@ static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
 	if (unlikely(!c)) {
 		if (RTE_MIN(m->data_off, RTE_PKTMBUF_HEADROOM) + (uint32_t)m->data_len > to->buf_size) {
 			ps->too_long++; /* fits no buffer of `to` (smaller buffer_size) */
-			M.drops.too_long++;
+			W->st.drops.too_long++;
 		} else {
 			ps->no_buffer++;
-			M.drops.no_buffer++;
+			W->st.drops.no_buffer++;
 		}
 		drop(m);
 		return NULL;
@@ -568,18 +554,18 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	struct nf *nf = &M.nfs[id];
 	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
 		if (nf->lend_max < M.cfg.ring_size) { /* its quota (nfs[].quota), not its ring */
-			M.quota_drops.nf++;
-			M.drops.quota++;
+			W->st.quota_drops.nf++;
+			W->st.drops.quota++;
 		} else {
 			nf->st.drop_ring_full++;
-			M.drops.ring_full++;
+			W->st.drops.ring_full++;
 		}
 		drop(m);
 		return;
 	}
 	if (unlikely(M.dom_held[nf->domain] >= M.dom_max[nf->domain])) { /* the domain's NFs hold its bound */
-		M.quota_drops.domain++;
-		M.drops.quota++;
+		W->st.quota_drops.domain++;
+		W->st.drops.quota++;
 		drop(m);
 		return;
 	}
@@ -598,7 +584,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	nf_load_check(nf);
 	if (!nf->dirty) {
 		nf->dirty = true;
-		dirty[ndirty++] = id;
+		W->dirty[W->ndirty++] = id;
 	}
 }
 
@@ -608,7 +594,7 @@ static inline bool service_empty(uint16_t svc)
 	if (likely(s->ninst > 0))
 		return false;
 	s->drop_nf_gone++;
-	M.drops.nf_gone++;
+	W->st.drops.nf_gone++;
 	return true;
 }
 
@@ -680,13 +666,13 @@ static struct rte_mbuf *out_set_copy(const struct rte_mbuf *m, int tci)
 	uint32_t len = m->data_len;
 	struct rte_mbuf *c = rte_pktmbuf_alloc(M.regions[mbuf_region(m)]->pool); /* m: a returned buffer */
 	if (unlikely(!c)) {
-		M.drops.no_buffer++;
+		W->st.drops.no_buffer++;
 		return NULL;
 	}
 	uint32_t out_len = tci < 0 ? len - 4 : len + 4;
 	char *dst = rte_pktmbuf_append(c, (uint16_t)out_len);
 	if (unlikely(!dst)) {
-		M.drops.no_buffer++;
+		W->st.drops.no_buffer++;
 		rte_pktmbuf_free(c);
 		return NULL;
 	}
@@ -700,7 +686,7 @@ static struct rte_mbuf *out_set_copy(const struct rte_mbuf *m, int tci)
 		dst[15] = (char)tci;
 		memcpy(dst + 16, src + 12, len - 12);
 	}
-	M.out_set.copies++;
+	W->st.out_set.copies++;
 	return c;
 }
 
@@ -726,7 +712,7 @@ static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_aut
 		return SL_DESC_BAD_OUT_SET;
 	if (unlikely(au != NULL) && !sl_lend_ports_ok(au, s.as_is | s.untag | s.tag, in_port))
 		return SL_DESC_FORBIDDEN; /* a port its service may not send to (docs/abi.md "Next hops") */
-	M.out_set.packets++;
+	W->st.out_set.packets++;
 	uint64_t share = s.as_is, untag = s.untag;
 	if (!has_outer_vlan(m)) { /* nothing to strip: those ports take the frame as it is */
 		share |= untag;
@@ -735,7 +721,7 @@ static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_aut
 	for (uint64_t b = untag; b; b &= b - 1) {
 		struct rte_mbuf *c = out_set_copy(m, -1);
 		if (c) {
-			M.out_set.frames++;
+			W->st.out_set.frames++;
 			to_port((uint16_t)__builtin_ctzll(b), c);
 		}
 	}
@@ -744,9 +730,9 @@ static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_aut
 		if (m->data_len + 4u <= M.regions[mbuf_region(m)]->buf_size - RTE_PKTMBUF_HEADROOM)
 			c = out_set_copy(m, s.tci);
 		else
-			M.drops.too_long++; /* the tagged frame would not fit a buffer */
+			W->st.drops.too_long++; /* the tagged frame would not fit a buffer */
 		if (c) {
-			M.out_set.frames++;
+			W->st.out_set.frames++;
 			to_port((uint16_t)__builtin_ctzll(b), c);
 		}
 	}
@@ -757,7 +743,7 @@ static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_aut
 	}
 	if (n > 1)
 		rte_mbuf_refcnt_update(m, (int16_t)(n - 1));
-	M.out_set.frames += n;
+	W->st.out_set.frames += n;
 	for (uint64_t b = share; b; b &= b - 1)
 		to_port((uint16_t)__builtin_ctzll(b), m);
 	return SL_DESC_OK;
@@ -785,8 +771,8 @@ static inline void rx_vlan_restore(struct rte_mbuf *m)
 static inline void count_invalid(struct nf *nf, enum sl_desc_verdict v)
 {
 	nf->st.drop_invalid++;
-	M.drops.invalid_desc++;
-	M.invalid[v]++;
+	W->st.drops.invalid_desc++;
+	W->st.invalid[v]++;
 }
 
 static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, const struct route *rt)
@@ -924,7 +910,7 @@ static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
 	up->st.tx_bytes += bytes;
 	down->st.rx_pkts += moved;
 	down->st.rx_bytes += bytes;
-	M.pipes.packets += moved;
+	W->st.pipes.packets += moved;
 	up->pok.own = c;
 	__atomic_store_n(&up->pok.sh->cons, c, __ATOMIC_RELEASE); /* up may refill those slots now */
 	if (moved && down->set == NF_SET_NONE)
@@ -958,20 +944,20 @@ static uint32_t drain_nf(uint16_t id, const struct route *rt)
 
 static void flush_all(void)
 {
-	for (uint32_t i = 0; i < ndirty; i++) {
-		struct nf *nf = &M.nfs[dirty[i]];
+	for (uint32_t i = 0; i < W->ndirty; i++) {
+		struct nf *nf = &M.nfs[W->dirty[i]];
 		if (nf->nstage)
 			flush_nf(nf);
 		nf->dirty = false;
 	}
-	ndirty = 0;
-	for (uint32_t i = 0; i < ndirty_ports; i++) {
-		struct port *p = &M.ports[dirty_ports[i]];
+	W->ndirty = 0;
+	for (uint32_t i = 0; i < W->ndirty_ports; i++) {
+		struct port *p = &M.ports[W->dirty_ports[i]];
 		if (p->ntx)
-			flush_port(p, dirty_ports[i]);
+			flush_port(p, W->dirty_ports[i]);
 		p->listed = false;
 	}
-	ndirty_ports = 0;
+	W->ndirty_ports = 0;
 }
 
 uint32_t nf_reclaim(uint32_t id)
@@ -988,7 +974,7 @@ uint32_t nf_reclaim(uint32_t id)
 	}
 	M.nfs[id].lent = 0;
 	M.dom_held[M.nfs[id].domain] -= n;
-	M.drops.nf_detached += n;
+	W->st.drops.nf_detached += n;
 	return n;
 }
 
@@ -1054,9 +1040,9 @@ static void pipe_open(struct nf *up, struct nf *down, const struct route *rt)
 	up->pipe_to = (int32_t)(down - M.nfs);
 	down->pipe_from = uid;
 	down->pipe_kicked = false;
-	piped[npiped++] = uid;
-	M.pipes.opened++;
-	M.pipes.open = npiped;
+	W->piped[W->npiped++] = uid;
+	W->st.pipes.opened++;
+	W->st.pipes.open = W->npiped;
 }
 
 /* End up's pipe: its reader stops (and says so: bounded wait, the worker keeps both NFs' returns
@@ -1075,7 +1061,7 @@ static void pipe_close(struct nf *up, const struct route *rt, bool down_gone)
 			down->st.kicks++;
 		while (__atomic_load_n(&pi->ack, __ATOMIC_ACQUIRE) != down->pipe_epoch && !down->fault) {
 			if (rte_rdtsc() > end) {
-				M.pipes.close_timeouts++;
+				W->st.pipes.close_timeouts++;
 				nf_fault(down, NF_RING_PIPE_ACK);
 				break;
 			}
@@ -1087,13 +1073,13 @@ static void pipe_close(struct nf *up, const struct route *rt, bool down_gone)
 	pipe_account(up, down, rt); /* its cons now ends this pipe (or is its last word) */
 	up->pipe_to = -1;
 	down->pipe_from = -1;
-	for (uint32_t i = 0; i < npiped; i++)
-		if (piped[i] == (uint16_t)(up - M.nfs)) {
-			piped[i] = piped[--npiped];
+	for (uint32_t i = 0; i < W->npiped; i++)
+		if (W->piped[i] == (uint16_t)(up - M.nfs)) {
+			W->piped[i] = W->piped[--W->npiped];
 			break;
 		}
-	M.pipes.closed++;
-	M.pipes.open = npiped;
+	W->st.pipes.closed++;
+	W->st.pipes.open = W->npiped;
 	if (up->set == NF_SET_NONE && up->active) /* the worker reads its pipe ring again */
 		set_enter(up, NF_SET_BUSY);
 }
@@ -1103,8 +1089,8 @@ static void pipes_update(const struct route *rt)
 {
 	if (!M.cfg.pipes)
 		return;
-	for (uint32_t i = 0; i < npiped;) {
-		struct nf *up = &M.nfs[piped[i]];
+	for (uint32_t i = 0; i < W->npiped;) {
+		struct nf *up = &M.nfs[W->piped[i]];
 		if (pipe_want(up, rt) != up->pipe_to)
 			pipe_close(up, rt, false); /* removes piped[i] */
 		else
@@ -1123,8 +1109,8 @@ static void pipes_update(const struct route *rt)
 /* Every loop: a reader with pipe input waiting is collected from (and kicked if asleep). */
 static void pipes_poll(void)
 {
-	for (uint32_t i = 0; i < npiped; i++) {
-		struct nf *up = &M.nfs[piped[i]], *down = &M.nfs[up->pipe_to];
+	for (uint32_t i = 0; i < W->npiped; i++) {
+		struct nf *up = &M.nfs[W->piped[i]], *down = &M.nfs[up->pipe_to];
 		if (unlikely(up->fault || down->fault) || unlikely(!pipe_sync(up)))
 			continue;
 		uint32_t c = __atomic_load_n(&down->info->pipe_in.cons, __ATOMIC_ACQUIRE);
@@ -1173,7 +1159,7 @@ static void exec_cmd(struct wcmd *c)
 		nf->overloaded = false;
 		svc_saturation(s);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = c->nf }; /* doorbells() */
-		if (epoll_ctl(bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0)
+		if (epoll_ctl(W->bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0)
 			LOG("worker: NF %s: cannot watch its doorbell: %s (it is never parked)", nf->name,
 			    strerror(errno));
 		nf->bell = true;
@@ -1217,7 +1203,7 @@ static void exec_cmd(struct wcmd *c)
 			__atomic_store_n(&nf->tx->need_kick, 0, __ATOMIC_RELAXED);
 		set_leave(nf);
 		if (nf->bell)
-			epoll_ctl(bell_ep, EPOLL_CTL_DEL, nf->tx_kick_fd, NULL);
+			epoll_ctl(W->bell_ep, EPOLL_CTL_DEL, nf->tx_kick_fd, NULL);
 		nf->bell = false;
 		waiting_leave(nf);
 		nf->active = false;
@@ -1328,16 +1314,16 @@ static void flow_from_nf(struct rte_mbuf *m, const struct sl_bufstate *st, const
 	struct flow_key fk;
 	if (!flow_h || sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)st->in_port,
 					&k) < 0 || !(k.flags & SL_KEY_IP)) {
-		M.flow_st.pin_ignored++;
+		W->st.flow_st.pin_ignored++;
 		return;
 	}
 	flow_key_of(&k, &fk);
 	int32_t old = rte_hash_lookup(flow_h, &fk);
 	if (d->action & SL_ACT_F_UNPIN) {
-		M.flow_st.unpins++;
+		W->st.flow_st.unpins++;
 		if (old >= 0 && rte_hash_del_key(flow_h, &fk) >= 0) {
-			M.flow_st.entries--;
-			M.flow_st.pinned -= flows[old].pinned;
+			W->st.flow_st.entries--;
+			W->st.flow_st.pinned -= flows[old].pinned;
 		}
 		return;
 	}
@@ -1367,43 +1353,43 @@ static void flow_from_nf(struct rte_mbuf *m, const struct sl_bufstate *st, const
 	}
 	int32_t p = old >= 0 ? old : rte_hash_add_key(flow_h, &fk);
 	if (p < 0) {
-		M.flow_st.full++;
-		M.flow_st.pin_ignored++;
+		W->st.flow_st.full++;
+		W->st.flow_st.pin_ignored++;
 		return;
 	}
 	if (old < 0)
-		M.flow_st.entries++;
+		W->st.flow_st.entries++;
 	if (old < 0 || !flows[p].pinned)
-		M.flow_st.pinned++;
+		W->st.flow_st.pinned++;
 	flows[p] = (struct flow){ .last_tsc = rte_rdtsc(), .act = a, .replica = FLOW_REPLICA_NONE, .pinned = true };
-	M.flow_st.pins++;
+	W->st.flow_st.pins++;
 }
 
 /* Expire idle flows: a slice of the table per millisecond, so the sweep never holds up a burst. */
 static void flow_expire(uint64_t now)
 {
-	if (!flow_h || now < flow_next_sweep)
+	if (!flow_h || now < W->flow_next_sweep)
 		return;
-	flow_next_sweep = now + M.tsc_hz / 1000;
+	W->flow_next_sweep = now + M.tsc_hz / 1000;
 	/* rte_hash_iterate walks empty buckets until it finds an entry: over an empty table one call
 	 * would scan all of it, every millisecond */
-	if (M.flow_st.entries == 0) {
-		flow_iter = 0;
+	if (W->st.flow_st.entries == 0) {
+		W->flow_iter = 0;
 		return;
 	}
 	uint64_t idle = (uint64_t)M.cfg.flow_idle_ms * (M.tsc_hz / 1000);
 	for (int k = 0; k < 256; k++) {
 		const void *key;
 		void *data;
-		int32_t p = rte_hash_iterate(flow_h, &key, &data, &flow_iter);
+		int32_t p = rte_hash_iterate(flow_h, &key, &data, &W->flow_iter);
 		if (p < 0) {
-			flow_iter = 0;
+			W->flow_iter = 0;
 			return;
 		}
 		if (now - flows[p].last_tsc > idle && rte_hash_del_key(flow_h, key) >= 0) {
-			M.flow_st.expired++;
-			M.flow_st.entries--;
-			M.flow_st.pinned -= flows[p].pinned;
+			W->st.flow_st.expired++;
+			W->st.flow_st.entries--;
+			W->st.flow_st.pinned -= flows[p].pinned;
 		}
 	}
 }
@@ -1429,7 +1415,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 					      &keys[ng]) < 0)) {
 			M.ports[pi].st.malformed++;
 			if (sr->acl.n)
-				steer_act(rt, sr->malformed, pi, m, &M.drops.malformed, NULL);
+				steer_act(rt, sr->malformed, pi, m, &W->st.drops.malformed, NULL);
 			else /* no rules: as if not parsed */
 				first_hop(rt, pi, m);
 			continue;
@@ -1451,7 +1437,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 	}
 	for (uint16_t g = 0; g < ng; g++) {
 		if (fpos[g] >= 0 && (flows[fpos[g]].gen == sr->gen || flows[fpos[g]].pinned)) {
-			M.flow_st.hits++;
+			W->st.flow_st.hits++;
 			continue;
 		}
 		data[na] = (const uint8_t *)&keys[g];
@@ -1477,10 +1463,10 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		if (fpos[g] >= 0) {
 			/* decided under older rules: keep the replica if the same rule still picks the same path */
 			struct flow *f = &flows[fpos[g]];
-			M.flow_st.rechecked++;
+			W->st.flow_st.rechecked++;
 			if (f->rule_id != rid || f->act.kind != act.kind || f->act.target != act.target) {
 				f->replica = FLOW_REPLICA_NONE;
-				M.flow_st.moved++;
+				W->st.flow_st.moved++;
 			}
 			f->gen = sr->gen;
 			f->rule_id = rid;
@@ -1488,19 +1474,19 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 			f->act = act;
 		} else if (fpos[g] <= -2) {
 			int32_t p = rte_hash_add_key(flow_h, &fk[-2 - fpos[g]]);
-			M.flow_st.misses++;
+			W->st.flow_st.misses++;
 			if (p >= 0) {
 				struct flow *f = &flows[p];
 				if (f->gen != sr->gen || f->last_tsc != now) { /* not entered by this burst already */
 					*f = (struct flow){ .gen = sr->gen, .rule_id = rid, .rule_idx = hit[k], .act = act,
 							    .replica = FLOW_REPLICA_NONE };
-					M.flow_st.entries++;
+					W->st.flow_st.entries++;
 				}
 				f->last_tsc = now;
 				fpos[g] = p;
 				continue;
 			}
-			M.flow_st.full++;
+			W->st.flow_st.full++;
 			fpos[g] = -1;
 		}
 		own[g] = hit[k]; /* no flow: this packet's own classification */
@@ -1511,7 +1497,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 			uint32_t h = own[g];
 			if (h)
 				(*sr->rules[h - 1].hits)++;
-			steer_act(rt, h ? sr->rules[h - 1].act : (struct steer_action){ 0 }, pi, good[g], &M.drops.rule,
+			steer_act(rt, h ? sr->rules[h - 1].act : (struct steer_action){ 0 }, pi, good[g], &W->st.drops.rule,
 				  NULL);
 			continue;
 		}
@@ -1519,23 +1505,44 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		f->last_tsc = now;
 		if (f->rule_idx)
 			(*sr->rules[f->rule_idx - 1].hits)++;
-		steer_act(rt, f->act, pi, good[g], &M.drops.rule, &f->replica);
+		steer_act(rt, f->act, pi, good[g], &W->st.drops.rule, &f->replica);
 	}
 }
 
 void worker_active_set(uint32_t *nbusy_out, uint32_t *nparked_out, uint32_t *nwaiting_out)
 {
-	/* racy reads of the worker's list lengths: good enough for a status report */
-	*nbusy_out = __atomic_load_n(&nbusy, __ATOMIC_RELAXED);
-	*nparked_out = __atomic_load_n(&nparked, __ATOMIC_RELAXED);
-	*nwaiting_out = __atomic_load_n(&nwaiting, __ATOMIC_RELAXED);
+	/* racy reads of the workers' list lengths: good enough for a status report */
+	*nbusy_out = *nparked_out = *nwaiting_out = 0;
+	for (unsigned i = 0; i < M.nworkers; i++) {
+		*nbusy_out += __atomic_load_n(&M.workers[i].nbusy, __ATOMIC_RELAXED);
+		*nparked_out += __atomic_load_n(&M.workers[i].nparked, __ATOMIC_RELAXED);
+		*nwaiting_out += __atomic_load_n(&M.workers[i].nwaiting, __ATOMIC_RELAXED);
+	}
+}
+
+void worker_stats_sum(struct worker_stats *out)
+{
+	/* every field is a uint64_t (struct worker_stats): add them up as an array; racy reads of
+	 * counters another thread writes, as every report here */
+	_Static_assert(sizeof(struct worker_stats) % sizeof(uint64_t) == 0, "worker_stats is all uint64_t");
+	const size_t n = sizeof(*out) / sizeof(uint64_t);
+	uint64_t *o = (uint64_t *)out;
+	memset(out, 0, sizeof(*out));
+	for (unsigned w = 0; w < M.nworkers; w++) {
+		const uint64_t *v = (const uint64_t *)&M.workers[w].st;
+		for (size_t i = 0; i < n; i++)
+			o[i] += __atomic_load_n(&v[i], __ATOMIC_RELAXED);
+	}
 }
 
 void worker_call(struct wcmd *c)
 {
 	c->done = 0;
 	if (!M.worker_running) {
+		struct worker *saved = W;
+		W = &M.workers[0]; /* the control thread runs it as worker 0 */
 		exec_cmd(c);
+		W = saved;
 		return;
 	}
 	while (rte_ring_enqueue(M.cmdq, c) != 0)
@@ -1546,16 +1553,26 @@ void worker_call(struct wcmd *c)
 
 static int worker_lists_init(void)
 {
-	busy = calloc(M.max_nfs, sizeof(*busy));
-	parked = calloc(M.max_nfs, sizeof(*parked));
-	dirty = calloc(M.max_nfs, sizeof(*dirty));
-	waiting = calloc(M.max_nfs, sizeof(*waiting));
-	dirty_ports = calloc(SL_MAX_PORTS, sizeof(*dirty_ports));
-	piped = calloc(M.max_nfs, sizeof(*piped));
-	next_deadline = UINT64_MAX;
-	bell_ep = epoll_create1(EPOLL_CLOEXEC);
 	fault_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	return bell_ep >= 0 && fault_fd >= 0 && busy && parked && dirty && waiting && dirty_ports && piped ? 0 : -1;
+	M.nworkers = 1;
+	M.workers = calloc(M.nworkers, sizeof(*M.workers));
+	if (fault_fd < 0 || !M.workers)
+		return -1;
+	for (unsigned i = 0; i < M.nworkers; i++) {
+		struct worker *w = &M.workers[i];
+		w->index = i;
+		w->busy = calloc(M.max_nfs, sizeof(*w->busy));
+		w->parked = calloc(M.max_nfs, sizeof(*w->parked));
+		w->dirty = calloc(M.max_nfs, sizeof(*w->dirty));
+		w->waiting = calloc(M.max_nfs, sizeof(*w->waiting));
+		w->dirty_ports = calloc(SL_MAX_PORTS, sizeof(*w->dirty_ports));
+		w->piped = calloc(M.max_nfs, sizeof(*w->piped));
+		w->next_deadline = UINT64_MAX;
+		w->bell_ep = epoll_create1(EPOLL_CLOEXEC); /* never fd 0: stdin is open */
+		if (w->bell_ep < 0 || !w->busy || !w->parked || !w->dirty || !w->waiting || !w->dirty_ports || !w->piped)
+			return -1;
+	}
+	return 0;
 }
 
 int worker_fault_fd(void)
@@ -1572,7 +1589,7 @@ void worker_fault_ack(void)
 
 int worker_main(void *arg)
 {
-	(void)arg;
+	W = arg;
 	struct rte_mbuf *pkts[SL_BURST];
 	LOG("worker: data path running on lcore %u", rte_lcore_id());
 	while (M.worker_running) {
@@ -1601,7 +1618,7 @@ int worker_main(void *arg)
 				bytes += m->pkt_len;
 				if (unlikely(m->nb_segs != 1)) { /* longer than a buffer: never truncated */
 					p->st.drop_too_long++;
-					M.drops.too_long++;
+					W->st.drops.too_long++;
 					drop(m);
 				} else if (unlikely(p->own_pool != NULL)) { /* net_af_xdp: into region 0 (port.c) */
 					struct rte_mbuf *c = region_copy_in(&M.region, m);
@@ -1610,7 +1627,7 @@ int worker_main(void *arg)
 						p->rx_copied++;
 						pkts[ok++] = c;
 					} else {
-						M.drops.no_buffer++;
+						W->st.drops.no_buffer++;
 					}
 				} else {
 					pkts[ok++] = m;
@@ -1618,14 +1635,14 @@ int worker_main(void *arg)
 			}
 			p->st.rx_pkts += n;
 			p->st.rx_bytes += bytes;
-			if (sr->acl.n || M.flow_st.pinned)
+			if (sr->acl.n || W->st.flow_st.pinned)
 				steer_burst(rt, sr, pi, pkts, ok);
 			else
 				for (uint16_t i = 0; i < ok; i++)
 					first_hop(rt, pi, pkts[i]);
 		}
 		drain_busy(rt);
-		if (npiped)
+		if (W->npiped)
 			pipes_poll();
 		flush_all();
 		check_waiting();
@@ -1682,18 +1699,21 @@ void worker_fini(void)
 	flow_h = NULL;
 	free(flows);
 	flows = NULL;
-	if (bell_ep >= 0)
-		close(bell_ep);
-	bell_ep = -1;
 	if (fault_fd >= 0)
 		close(fault_fd);
 	fault_fd = -1;
-	free(busy);
-	free(parked);
-	free(dirty);
-	free(waiting);
-	free(dirty_ports);
-	free(piped);
-	busy = parked = dirty = waiting = dirty_ports = piped = NULL;
-	npiped = 0;
+	for (unsigned i = 0; M.workers && i < M.nworkers; i++) {
+		struct worker *w = &M.workers[i];
+		if (w->bell_ep > 0)
+			close(w->bell_ep);
+		free(w->busy);
+		free(w->parked);
+		free(w->dirty);
+		free(w->waiting);
+		free(w->dirty_ports);
+		free(w->piped);
+	}
+	free(M.workers);
+	M.workers = NULL;
+	M.nworkers = 0;
 }

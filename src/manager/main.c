@@ -250,9 +250,6 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* One region per trust domain, in domain order (0 = default); torn down in reverse. */
-	M.copies = calloc(SL_MAX_DOMAINS, sizeof(*M.copies));
-	if (!M.copies)
-		goto out;
 	for (unsigned d = 0; d < M.cfg.ndomains; d++) {
 		struct region *r = d == 0 ? &M.region : calloc(1, sizeof(*r));
 		if (!r)
@@ -316,7 +313,7 @@ int main(int argc, char **argv)
 	epoll_add(worker_fault_fd(), EP_FAULT);
 
 	M.worker_running = true;
-	if (rte_eal_remote_launch(worker_main, NULL, M.worker_lcore) != 0) {
+	if (rte_eal_remote_launch(worker_main, &M.workers[0], M.worker_lcore) != 0) {
 		M.worker_running = false;
 		LOG("could not launch the worker on lcore %u", M.worker_lcore);
 		goto out;
@@ -368,8 +365,6 @@ out:
 		M.regions[d] = NULL;
 	}
 	M.nregions = 0;
-	free(M.copies);
-	M.copies = NULL;
 	if (M.cmdq)
 		rte_ring_free(M.cmdq);
 	free(M.nfs);

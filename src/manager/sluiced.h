@@ -561,12 +561,42 @@ enum test_hook { TEST_HOOK_DOUBLE_FREE = 1 };
 
 /* ---- the manager ---- */
 
+/* What a worker counts (all uint64_t, so the control thread can add them up: worker_stats_sum). */
+struct worker_stats {
+	struct drops drops;
+	uint64_t invalid[SL_DESC__COUNT];     /* drops.invalid_desc by reason */
+	uint64_t ring_faults[NF_RING__COUNT]; /* NFs disconnected for a ring violation, by kind */
+	struct { uint64_t nf, domain; } quota_drops; /* violations.quota: an NF at its quota, a domain at its bound */
+	struct out_set_stats out_set;
+	struct { uint64_t open, opened, closed, packets, close_timeouts; } pipes; /* stats.pipes */
+	uint64_t doorbells;                   /* parked NFs that rang their doorbell */
+	uint64_t bell_polls, bell_events;     /* doorbell epoll_wait(0) calls and the events they returned */
+	struct flow_stats flow_st;
+	struct domain_pair_stats copies[SL_MAX_DOMAINS][SL_MAX_DOMAINS]; /* [from][to]: packets copied across */
+};
+
+/* One worker lcore's state (datapath.c "Active set", "Pipes"): its lists of NFs and ports and its
+ * counters. Only that worker touches it, except the control thread's reads of counters and list
+ * lengths (racy by design: reports). */
+struct worker {
+	unsigned index, lcore;
+	uint16_t *busy, *parked, *dirty, *waiting, *dirty_ports, *piped;
+	uint32_t nbusy, nparked, ndirty, nwaiting, ndirty_ports, npiped;
+	int bell_ep;                /* epoll over its NFs' TX eventfds (their doorbells) */
+	uint64_t next_bell_check;
+	uint64_t next_deadline;     /* earliest first_wait + timeout on `waiting` (UINT64_MAX: none) */
+	uint32_t flow_iter;         /* flow table expiry sweep cursor */
+	uint64_t flow_next_sweep;   /* TSC of the next sweep */
+	struct worker_stats st;
+};
+/* The sum of every worker's counters. */
+void worker_stats_sum(struct worker_stats *out);
+
 struct manager {
 	struct config cfg;
 	struct region region;       /* domain 0, "default": the ports' pool (regions[0] points here) */
 	struct region *regions[SL_MAX_DOMAINS]; /* by domain id; created in order, destroyed in reverse */
 	unsigned nregions;
-	struct domain_pair_stats (*copies)[SL_MAX_DOMAINS]; /* [from][to]: packets copied across (worker) */
 	unsigned nports;
 	struct port ports[SL_MAX_PORTS];
 	uint32_t max_nfs;
@@ -579,24 +609,17 @@ struct manager {
 	unsigned nrules;
 	uint32_t next_rule_id;
 	struct steer_action malformed;
-	struct flow_stats flow_st;  /* worker writes */
-	struct out_set_stats out_set; /* worker writes */
-	struct { uint64_t open, opened, closed, packets, close_timeouts; } pipes; /* stats.pipes (worker writes) */
-	uint64_t doorbells;         /* parked NFs that rang their doorbell (worker writes) */
-	struct drops drops;         /* worker writes */
-	uint64_t invalid[SL_DESC__COUNT];     /* drops.invalid_desc by reason (worker writes) */
-	uint64_t ring_faults[NF_RING__COUNT]; /* NFs disconnected for a ring violation, by kind (worker) */
 	struct rte_ring *cmdq;      /* control -> worker */
+	struct worker *workers;     /* worker_init */
+	unsigned nworkers;
 	unsigned worker_lcore;
 	volatile bool worker_running;
 	volatile bool stop;
 	bool test_hooks;            /* --test-hooks: debug-only control commands (docs/api.md) */
 	/* authorisation and quotas (docs/api.md "Violations") */
 	struct { uint64_t unknown_service, bad_token; } attach_refused; /* violations.attach (control thread) */
-	struct { uint64_t nf, domain; } quota_drops; /* violations.quota: an NF at its quota, a domain at its bound (worker) */
 	uint32_t dom_held[SL_MAX_DOMAINS]; /* buffers a domain's NFs hold or have staged (worker) */
 	uint32_t dom_max[SL_MAX_DOMAINS];  /* what they may hold: the pool less its RX reserve */
-	uint64_t bell_polls, bell_events;  /* doorbell epoll_wait(0) calls and the events they returned */
 	uint64_t tsc_hz;
 	uint64_t started_ms;
 	char sock_dir[100];
