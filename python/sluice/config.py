@@ -202,6 +202,7 @@ SLUICED_DEFAULTS = {
     "socket_dir": DEFAULT_SOCKET_DIR,
     "lcores": "0,1",
     "pipes": False,
+    "workers": 1,
 }
 
 NF_DEFAULTS = {
@@ -252,6 +253,13 @@ def _sluiced(v, path="sluiced"):
         out["socket_dir"] = sd
     if "lcores" in v:
         out["lcores"] = _lcores(v["lcores"], f"{path}.lcores")
+    if "workers" in v:
+        out["workers"] = _int(v["workers"], f"{path}.workers", 1, 8)
+    ncores = len(out["lcores"].split(","))
+    if ncores != out["workers"] + 1:
+        raise ConfigError(f"{path}.lcores", f"names {ncores} cores; sluiced.workers {out['workers']} needs "
+                                            f"{out['workers'] + 1} (the main lcore, then one per worker; a "
+                                            f"core may be named twice, e.g. \"0,1,1\")")
     if "pipes" in v:
         if not isinstance(v["pipes"], bool):
             raise ConfigError(f"{path}.pipes", f"must be true or false (got {v['pipes']!r})")
@@ -300,11 +308,11 @@ def _lcores(v, path):
         if n > 1023:
             raise ConfigError(path, f"lcore {n} out of range 0..1023")
         nums.append(n)
-    if len(nums) != 2:
-        raise ConfigError(path, f"must name exactly two lcores \"MAIN,WORKER\" (got {v!r})")
+    if len(nums) < 2:
+        raise ConfigError(path, f"must name at least two lcores \"MAIN,WORKER\" (got {v!r})")
     if nums[0] == nums[1]:
-        raise ConfigError(path, f"main and worker lcore must differ (got {v!r})")
-    return f"{nums[0]},{nums[1]}"
+        raise ConfigError(path, f"main and (first) worker lcore must differ (got {v!r})")
+    return ",".join(map(str, nums))
 
 
 def _vdev(v, path):

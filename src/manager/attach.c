@@ -263,6 +263,7 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		ok = send_msg(nf->sock, &out, &wr->pipe_fd, 1) == 0;
 	}
 	struct wcmd c = { .type = WCMD_NF_ADD, .nf = (uint32_t)(nf - M.nfs) };
+	nf->worker = worker_for_service(nf->service); /* for good: its rings have one reader */
 	if (ok) {
 		worker_call(&c);
 		if (c.result != 0) {

@@ -102,6 +102,25 @@ void pool_audit_run(struct pool_audit *a)
 			a->mismatch_owned[a->nmismatch++] = a->owned[i];
 		}
 	}
+	/* Packets in flight between workers (each inbox, emptied and refilled in order: the other
+	 * workers hold still) are staged: once per buffer. */
+	for (unsigned w = 0; w < M.nworkers && M.nworkers > 1; w++) {
+		struct rte_ring *in = M.workers[w].inbox;
+		unsigned n = rte_ring_count(in);
+		for (unsigned k = 0; k < n; k++) {
+			struct rte_mbuf *m;
+			if (rte_ring_dequeue(in, (void **)&m) != 0)
+				break;
+			unsigned r = mbuf_region(m);
+			if (r < M.nregions && M.regions[r] && mbuf_id(m) < M.regions[r]->nbufs) {
+				uint32_t b = audit_base(r) + mbuf_id(m);
+				if (!(a->loc[b] & AUDIT_STAGED))
+					a->staged++;
+				mark(a, b, AUDIT_STAGED);
+			}
+			rte_ring_enqueue(in, m);
+		}
+	}
 	/* A port-set packet shares one mbuf between ports by reference count: once per buffer. */
 	for (unsigned p = 0; p < M.nports; p++)
 		for (uint16_t k = 0; k < M.ports[p].ntx; k++) {

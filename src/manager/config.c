@@ -110,7 +110,7 @@ static int check_keys(json_t *obj, const char *path, const char *const *allowed,
 static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "pool_mbufs", "ring_size", "max_nfs", "huge_pages",
-					    "lcores", "socket_dir", "attach", "buffer_size", "pipes", NULL };
+					    "lcores", "socket_dir", "attach", "buffer_size", "pipes", "workers", NULL };
 	if (!json_is_object(s))
 		return fail(err, errlen, "sluiced: must be an object");
 	if (check_keys(s, "sluiced", keys, err, errlen) ||
@@ -134,6 +134,8 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 		else
 			return fail(err, errlen, "sluiced.huge_pages: must be auto, on or off");
 	}
+	if (get_uint(s, "workers", &c->workers, 1, SL_MAX_WORKERS, false, err, errlen))
+		return -1;
 	json_t *pp = json_object_get(s, "pipes");
 	if (pp) {
 		if (!json_is_boolean(pp))
@@ -156,6 +158,13 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 			if (!((*p >= '0' && *p <= '9') || *p == ','))
 				return fail(err, errlen, "sluiced.lcores: '%s': use \"MAIN,WORKER\" core numbers", c->lcores);
 	}
+	unsigned ncores = 1;
+	for (const char *p = c->lcores; *p; p++)
+		ncores += *p == ',';
+	if (ncores != c->workers + 1)
+		return fail(err, errlen, "sluiced.lcores: '%s' names %u cores; sluiced.workers %u needs %u (the main "
+			    "lcore, then one per worker; a core may be named twice)", c->lcores, ncores, c->workers,
+			    c->workers + 1);
 	return 0;
 }
 
@@ -318,6 +327,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	c->buffer_size = SL_DATA_ROOM;
 	c->ring_size = 1024;
 	c->max_nfs = 64;
+	c->workers = 1;
 	c->huge = -1;
 	strcpy(c->lcores, "0,1");
 

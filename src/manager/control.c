@@ -169,6 +169,7 @@ static json_t *j_port_full(unsigned i)
 {
 	json_t *j = j_port(i);
 	json_object_set_new(j, "malformed", json_integer((json_int_t)M.ports[i].st.malformed));
+	json_object_set_new(j, "worker", json_integer(M.ports[i].worker));
 	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 ||
 						     M.steer->poll_port[i]));
 	if (M.ports[i].own_pool) /* net_af_xdp: received into its own pool, copied into region 0 */
@@ -225,6 +226,7 @@ static json_t *j_nfs(void)
 		json_object_set_new(j, "draining", json_boolean(nf->draining));
 		json_object_set_new(j, "domain", json_string(M.regions[nf->domain]->name));
 		json_object_set_new(j, "access", json_string(nf->ro ? "ro" : "rw"));
+		json_object_set_new(j, "worker", json_integer(nf->worker));
 		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
 	}
@@ -348,6 +350,10 @@ static json_t *j_status(void)
 			 (json_int_t)M.nports, "chain_count", (json_int_t)M.route->nchains, "worker_lcore",
 			 (json_int_t)M.worker_lcore, "max_nfs", (json_int_t)M.max_nfs);
 	json_object_set_new(j, "domains", j_domains());
+	json_t *wl = json_array();
+	for (unsigned w = 0; w < M.nworkers; w++)
+		json_array_append_new(wl, json_integer((json_int_t)M.workers[w].lcore));
+	json_object_set_new(j, "worker_lcores", wl);
 	return j;
 }
 

@@ -12,6 +12,7 @@
  * commands executed at the top of the loop, between bursts.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -54,6 +55,28 @@ static inline void drop(struct rte_mbuf *m)
 {
 	rte_pktmbuf_free(m);
 }
+
+/* Counters more than one worker may write (a port's no_path drops, a service's, a domain's holdings,
+ * rule hits): atomic when there are several workers, plain stores when there is one. */
+static inline void shared_add(uint64_t *p, uint64_t n)
+{
+	if (M.nworkers > 1)
+		__atomic_fetch_add(p, n, __ATOMIC_RELAXED);
+	else
+		*p += n;
+}
+
+static inline void shared_add32(uint32_t *p, uint32_t n)
+{
+	if (M.nworkers > 1)
+		__atomic_fetch_add(p, n, __ATOMIC_RELAXED);
+	else
+		*p += n;
+}
+
+enum { HAND_NF = 1, HAND_PORT = 2 }; /* mbuf_priv.h_kind: "Workers" below */
+static void handoff(unsigned to, struct rte_mbuf *m, uint8_t kind, uint16_t target, uint16_t chain, uint8_t hop,
+		    uint16_t in_port);
 
 static inline uint32_t mix32(uint32_t x)
 {
@@ -318,15 +341,15 @@ static void flush_nf(struct nf *nf)
 	nf->st.rx_bytes += bytes;
 	for (uint32_t i = n; i < nf->nstage; i++) /* staged, never the NF's: the manager's to free */
 		drop(r->bufs[nf->stage[i].buf]);
-	M.dom_held[nf->domain] -= nf->nstage - n;
+	shared_add32(&M.dom_held[nf->domain], -(nf->nstage - n));
 	if (unlikely(nf->fault)) { /* disconnected for a ring violation: its packets have no NF */
-		M.services[nf->service].drop_nf_gone += nf->nstage - n;
+		shared_add(&M.services[nf->service].drop_nf_gone, nf->nstage - n);
 		W->st.drops.nf_gone += nf->nstage - n;
 		nf->nstage = 0;
 		return;
 	}
 	if (n < nf->nstage) {
-		nf->st.drop_ring_full += nf->nstage - n;
+		shared_add(&nf->st.drop_ring_full, nf->nstage - n);
 		W->st.drops.ring_full += nf->nstage - n;
 	}
 	nf->nstage = 0;
@@ -387,13 +410,14 @@ static uint32_t drain_nf(uint16_t id, const struct route *rt);
 /* Collect what busy NFs returned. An NF seen asleep (its RX need_kick set: the SDK publishes its TX
  * before announcing sleep) with nothing left to return is parked until kicked; one that returned
  * everything leaves the set. */
-static void drain_busy(const struct route *rt)
+static uint32_t drain_busy(const struct route *rt)
 {
+	uint32_t got = 0;
 	for (uint32_t i = 0; i < W->nbusy;) {
 		uint16_t id = W->busy[i];
 		struct nf *nf = &M.nfs[id];
 		bool asleep = __atomic_load_n(&nf->rx->need_kick, __ATOMIC_ACQUIRE) != 0;
-		drain_nf(id, rt);
+		got += drain_nf(id, rt);
 		if (unlikely(nf->fault) || (nf->lent == 0 && nf->nstage == 0))
 			set_leave(nf); /* a faulted NF's rings are not read again; its detach reclaims */
 		else if (asleep && nf->bell && nf_ring_tx_avail(&nf->txk) == 0 &&
@@ -402,6 +426,7 @@ static void drain_busy(const struct route *rt)
 		else
 			i++;
 	}
+	return got;
 }
 
 /* Parked NFs that rang their doorbell (published returns without being kicked: a signal woke them,
@@ -442,7 +467,7 @@ static void flush_port(struct port *p, uint16_t pi)
 	p->st.tx_pkts += sent;
 	p->st.tx_bytes += bytes;
 	if (sent < p->ntx) {
-		p->st.drop_tx_full += p->ntx - sent;
+		shared_add(&p->st.drop_tx_full, p->ntx - sent);
 		W->st.drops.tx_full += p->ntx - sent;
 	}
 	p->ntx = 0;
@@ -451,6 +476,10 @@ static void flush_port(struct port *p, uint16_t pi)
 static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 {
 	struct port *p = &M.ports[pi];
+	if (unlikely(p->worker != W->index)) {
+		handoff(p->worker, m, HAND_PORT, pi, 0, 0, 0);
+		return;
+	}
 	if (!p->listed) {
 		p->listed = true;
 		W->dirty_ports[W->ndirty_ports++] = pi;
@@ -462,7 +491,7 @@ static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 
 static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
 {
-	M.ports[in_port].st.drop_no_path++;
+	shared_add(&M.ports[in_port].st.drop_no_path, 1);
 	W->st.drops.no_path++;
 	drop(m);
 }
@@ -478,7 +507,7 @@ static void svc_saturation(struct service *s)
 	bool sat = s->ninst > 0 && s->noverloaded >= s->ninst;
 	if (sat != s->saturated) {
 		s->saturated = sat;
-		nsaturated += sat ? 1 : (uint32_t)-1;
+		shared_add32(&nsaturated, sat ? 1 : (uint32_t)-1);
 	}
 }
 
@@ -488,13 +517,13 @@ static inline void nf_load_check(struct nf *nf)
 	if (unlikely(!nf->overloaded && q >= nf->lend_max - nf->lend_max / 4)) {
 		nf->overloaded = true;
 		if (!nf->draining) {
-			M.services[nf->service].noverloaded++;
+			shared_add32(&M.services[nf->service].noverloaded, 1);
 			svc_saturation(&M.services[nf->service]);
 		}
 	} else if (unlikely(nf->overloaded && q <= nf->lend_max / 4)) {
 		nf->overloaded = false;
 		if (!nf->draining) {
-			M.services[nf->service].noverloaded--;
+			shared_add32(&M.services[nf->service].noverloaded, (uint32_t)-1);
 			svc_saturation(&M.services[nf->service]);
 		}
 	}
@@ -508,7 +537,7 @@ static inline bool backpressure(const struct chain *ch, struct rte_mbuf *m)
 	for (unsigned i = 1; i < ch->len; i++) {
 		struct service *s = &M.services[ch->svc[i]];
 		if (s->saturated) {
-			s->drop_backpressure++;
+			shared_add(&s->drop_backpressure, 1);
 			W->st.drops.backpressure++;
 			drop(m);
 			return true;
@@ -526,7 +555,7 @@ static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
 	struct domain_pair_stats *ps = &W->st.copies[mbuf_region(m) & (SL_MAX_DOMAINS - 1)][to->index];
 	bool timed = (ps->packets & 15) == 0;
 	uint64_t t0 = timed ? rte_rdtsc() : 0;
-	struct rte_mbuf *c = region_copy_in(to, m);
+	struct rte_mbuf *c = region_copy_in(to, m, W->index);
 	if (timed && likely(c != NULL)) {
 		ps->cycles += rte_rdtsc() - t0;
 		ps->timed++;
@@ -548,16 +577,121 @@ static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
 	return c;
 }
 
-/* Stage a packet's descriptor for NF `id`. */
+/* ---- Workers (docs/architecture.md "Workers") ----
+ * Each NF is served by one worker (nf->worker, placed at attach) and each port is polled and
+ * transmitted on by one (port->worker): only that worker touches the NF's rings, staging and lending
+ * state, or the port's queues. A packet whose next NF or port belongs to another worker is handed to
+ * it through that worker's inbox (an MP/SC rte_ring of mbufs; where it goes rides in the mbuf's
+ * private area), staged in bursts: no lock on the data path. The ledger entry of a buffer is written
+ * only by the worker holding the packet; the ring's release/acquire hands it over. */
+/* Put what this worker staged for worker `to` into its inbox; what does not fit is dropped and
+ * counted (ring_full for an NF, tx_full for a port: its queue toward it was full). */
+static void hout_flush(unsigned to)
+{
+	uint16_t n = W->nhout[to];
+	if (n == 0)
+		return;
+	W->nhout[to] = 0;
+	unsigned done = rte_ring_enqueue_burst(M.workers[to].inbox, (void **)W->hout[to], n, NULL);
+	for (unsigned i = done; i < n; i++) {
+		struct rte_mbuf *m = W->hout[to][i];
+		const struct mbuf_priv *p = mbuf_priv(m);
+		if (p->h_kind == HAND_NF) {
+			__atomic_fetch_sub(&M.nfs[p->h_target].inflight, 1, __ATOMIC_RELAXED);
+			W->st.drops.ring_full++;
+		} else {
+			__atomic_fetch_sub(&M.ports[p->h_target].inflight, 1, __ATOMIC_RELAXED);
+			W->st.drops.tx_full++;
+		}
+		drop(m);
+	}
+}
+
+/* Packets one port may have in flight toward its worker (its TX queue is the real bound). */
+#define HANDOFF_PORT_MAX 1024
+
+static void handoff(unsigned to, struct rte_mbuf *m, uint8_t kind, uint16_t target, uint16_t chain, uint8_t hop,
+		    uint16_t in_port)
+{
+	/* Each target's share of the inbox is bounded by what it could take anyway -- an NF's lending
+	 * budget, a port's queue -- so one flooded NF or port cannot crowd out the others' packets:
+	 * the excess drops here, counted as it would have been there. */
+	if (kind == HAND_NF) {
+		struct nf *nf = &M.nfs[target];
+		int32_t fl = __atomic_load_n(&nf->inflight, __ATOMIC_RELAXED);
+		if ((uint64_t)nf->lent + (uint64_t)(fl > 0 ? fl : 0) >= nf->lend_max) {
+			if (nf->lend_max < M.cfg.ring_size) { /* its quota, as to_nf counts it */
+				W->st.quota_drops.nf++;
+				W->st.drops.quota++;
+			} else {
+				shared_add(&nf->st.drop_ring_full, 1);
+				W->st.drops.ring_full++;
+			}
+			drop(m);
+			return;
+		}
+		__atomic_fetch_add(&nf->inflight, 1, __ATOMIC_RELAXED);
+	} else {
+		struct port *pt = &M.ports[target];
+		if (__atomic_load_n(&pt->inflight, __ATOMIC_RELAXED) >= HANDOFF_PORT_MAX) {
+			shared_add(&pt->st.drop_tx_full, 1);
+			W->st.drops.tx_full++;
+			drop(m);
+			return;
+		}
+		__atomic_fetch_add(&pt->inflight, 1, __ATOMIC_RELAXED);
+	}
+	struct mbuf_priv *p = mbuf_priv(m);
+	p->h_kind = kind;
+	p->h_target = target;
+	p->h_chain = chain;
+	p->h_hop = hop;
+	p->h_in_port = in_port;
+	W->hout[to][W->nhout[to]++] = m;
+	if (W->nhout[to] == SL_BURST)
+		hout_flush(to);
+}
+
+static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port);
+static inline void to_port(uint16_t pi, struct rte_mbuf *m);
+
+/* What other workers handed this one. An NF that left (or moved) meanwhile: nf_gone. */
+static unsigned inbox_drain(void)
+{
+	struct rte_mbuf *m[SL_BURST];
+	unsigned n = rte_ring_dequeue_burst(W->inbox, (void **)m, SL_BURST, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		const struct mbuf_priv *p = mbuf_priv(m[i]);
+		if (p->h_kind == HAND_PORT) {
+			__atomic_fetch_sub(&M.ports[p->h_target].inflight, 1, __ATOMIC_RELAXED);
+			to_port(p->h_target, m[i]);
+			continue;
+		}
+		__atomic_fetch_sub(&M.nfs[p->h_target].inflight, 1, __ATOMIC_RELAXED);
+		if (M.nfs[p->h_target].active && !M.nfs[p->h_target].draining && M.nfs[p->h_target].worker == W->index) {
+			to_nf(p->h_target, m[i], p->h_chain, p->h_hop, p->h_in_port);
+		} else {
+			W->st.drops.nf_gone++;
+			drop(m[i]);
+		}
+	}
+	return n;
+}
+
+/* Stage a packet's descriptor for NF `id` (handed to its worker when that is another). */
 static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
 {
 	struct nf *nf = &M.nfs[id];
+	if (unlikely(nf->worker != W->index)) {
+		handoff(nf->worker, m, HAND_NF, id, chain, hop, in_port);
+		return;
+	}
 	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
 		if (nf->lend_max < M.cfg.ring_size) { /* its quota (nfs[].quota), not its ring */
 			W->st.quota_drops.nf++;
 			W->st.drops.quota++;
 		} else {
-			nf->st.drop_ring_full++;
+			shared_add(&nf->st.drop_ring_full, 1);
 			W->st.drops.ring_full++;
 		}
 		drop(m);
@@ -580,7 +714,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	st->hop = hop;
 	st->in_port = in_port;
 	sl_lend_stage(&r->lend, b, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
-	M.dom_held[nf->domain]++;
+	shared_add32(&M.dom_held[nf->domain], 1);
 	nf_load_check(nf);
 	if (!nf->dirty) {
 		nf->dirty = true;
@@ -593,7 +727,7 @@ static inline bool service_empty(uint16_t svc)
 	struct service *s = &M.services[svc];
 	if (likely(s->ninst > 0))
 		return false;
-	s->drop_nf_gone++;
+	shared_add(&s->drop_nf_gone, 1);
 	W->st.drops.nf_gone++;
 	return true;
 }
@@ -794,7 +928,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
 			sl_lend_return(&r->lend, d->buf);
 			nf->lent--;
-			M.dom_held[nf->domain]--;
+			shared_add32(&M.dom_held[nf->domain], (uint32_t)-1);
 			drop(r->bufs[d->buf]);
 		}
 		return;
@@ -802,7 +936,7 @@ static void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
 	struct rte_mbuf *m = r->bufs[d->buf];
 	sl_lend_return(&r->lend, d->buf);
 	nf->lent--;
-	M.dom_held[nf->domain]--;
+	shared_add32(&M.dom_held[nf->domain], (uint32_t)-1);
 	if (unlikely(nf->overloaded))
 		nf_load_check(nf);
 	nf->st.tx_pkts++;
@@ -958,6 +1092,8 @@ static void flush_all(void)
 		p->listed = false;
 	}
 	W->ndirty_ports = 0;
+	for (unsigned w = 0; w < M.nworkers; w++)
+		hout_flush(w);
 }
 
 uint32_t nf_reclaim(uint32_t id)
@@ -973,7 +1109,7 @@ uint32_t nf_reclaim(uint32_t id)
 		}
 	}
 	M.nfs[id].lent = 0;
-	M.dom_held[M.nfs[id].domain] -= n;
+	shared_add32(&M.dom_held[M.nfs[id].domain], -n);
 	W->st.drops.nf_detached += n;
 	return n;
 }
@@ -984,7 +1120,7 @@ static void service_remove_instance(struct service *s, uint16_t id)
 		if (s->inst[i] == id) {
 			s->inst[i] = s->inst[--s->ninst];
 			if (M.nfs[id].overloaded)
-				s->noverloaded--;
+				shared_add32(&s->noverloaded, (uint32_t)-1);
 			svc_saturation(s);
 			return;
 		}
@@ -1014,7 +1150,7 @@ static int32_t pipe_want(const struct nf *up, const struct route *rt)
 	uint16_t id = M.services[s2].inst[0];
 	const struct nf *down = &M.nfs[id];
 	if (!down->active || down->draining || down->fault || !down->po || down->ro || down->domain != up->domain ||
-	    down->info == NULL)
+	    down->info == NULL || down->worker != up->worker)
 		return -1;
 	return id;
 }
@@ -1098,7 +1234,7 @@ static void pipes_update(const struct route *rt)
 	}
 	for (uint32_t id = 0; id < M.max_nfs; id++) {
 		struct nf *up = &M.nfs[id];
-		if (!up->active || up->pipe_to >= 0)
+		if (!up->active || up->pipe_to >= 0 || up->worker != W->index)
 			continue;
 		int32_t w = pipe_want(up, rt);
 		if (w >= 0 && M.nfs[w].pipe_from < 0)
@@ -1148,6 +1284,7 @@ static void exec_cmd(struct wcmd *c)
 			nf_ring_init(&nf->pok, nf->po, M.cfg.ring_size);
 		nf->pipe_to = nf->pipe_from = -1;
 		nf->pipe_kicked = false;
+		__atomic_store_n(&nf->inflight, 0, __ATOMIC_RELAXED); /* late decrements for its slot's last NF: read as >= 0 */
 		c->result = 0;
 		nf->set = NF_SET_NONE;
 		nf->waiting = false;
@@ -1224,9 +1361,16 @@ static void exec_cmd(struct wcmd *c)
 		break;
 	}
 	case WCMD_STOP:
-		M.worker_running = false;
+		W->running = false;
+		break;
+	case WCMD_SYNC:
+		pipes_update(M.route);
+		break;
+	case WCMD_PAUSE: /* worker_main holds still after acknowledging it */
+		flush_all();
 		break;
 	case WCMD_POOL_AUDIT:
+		flush_all(); /* nothing of this worker's left half-staged for another */
 		pool_audit_run(c->arg);
 		break;
 	case WCMD_TEST_HOOK:
@@ -1496,7 +1640,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		if (fpos[g] < 0) {
 			uint32_t h = own[g];
 			if (h)
-				(*sr->rules[h - 1].hits)++;
+				shared_add(sr->rules[h - 1].hits, 1);
 			steer_act(rt, h ? sr->rules[h - 1].act : (struct steer_action){ 0 }, pi, good[g], &W->st.drops.rule,
 				  NULL);
 			continue;
@@ -1504,7 +1648,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		struct flow *f = &flows[fpos[g]];
 		f->last_tsc = now;
 		if (f->rule_idx)
-			(*sr->rules[f->rule_idx - 1].hits)++;
+			shared_add(sr->rules[f->rule_idx - 1].hits, 1);
 		steer_act(rt, f->act, pi, good[g], &W->st.drops.rule, &f->replica);
 	}
 }
@@ -1535,26 +1679,67 @@ void worker_stats_sum(struct worker_stats *out)
 	}
 }
 
-void worker_call(struct wcmd *c)
+/* The worker a command is for: an NF's own, else worker 0. */
+static unsigned cmd_worker(const struct wcmd *c)
+{
+	switch (c->type) {
+	case WCMD_NF_ADD:
+	case WCMD_NF_REMOVE:
+	case WCMD_NF_DRAIN:
+		return M.nfs[c->nf].worker < M.nworkers ? M.nfs[c->nf].worker : 0;
+	default:
+		return 0;
+	}
+}
+
+/* Run c on worker w and wait (inline, as that worker, when the workers are not running). */
+static void call_on(unsigned w, struct wcmd *c)
 {
 	c->done = 0;
 	if (!M.worker_running) {
 		struct worker *saved = W;
-		W = &M.workers[0]; /* the control thread runs it as worker 0 */
+		W = &M.workers[w];
 		exec_cmd(c);
 		W = saved;
 		return;
 	}
-	while (rte_ring_enqueue(M.cmdq, c) != 0)
+	while (rte_ring_enqueue(M.workers[w].cmdq, c) != 0)
 		usleep(10);
 	while (!__atomic_load_n(&c->done, __ATOMIC_ACQUIRE))
 		usleep(5);
 }
 
+void worker_call(struct wcmd *c)
+{
+	if (c->type == WCMD_ROUTE_SET || c->type == WCMD_STEER_SET) {
+		/* worker 0 swaps; every other worker then passes a barrier (it re-reads the pointer at
+		 * the top of its next loop, so after this no worker holds the old one) and updates the
+		 * pipes of its NFs */
+		call_on(0, c);
+		for (unsigned w = 1; w < M.nworkers; w++) {
+			struct wcmd sync = { .type = WCMD_SYNC };
+			call_on(w, &sync);
+		}
+		return;
+	}
+	if (c->type == WCMD_POOL_AUDIT && M.worker_running && M.nworkers > 1) {
+		/* stop the world: the others flush and hold still while worker 0 audits */
+		uint32_t epoch = __atomic_load_n(&M.pause_epoch, __ATOMIC_RELAXED);
+		for (unsigned w = 1; w < M.nworkers; w++) {
+			struct wcmd pause = { .type = WCMD_PAUSE, .nf = epoch };
+			call_on(w, &pause);
+		}
+		call_on(0, c);
+		__atomic_store_n(&M.pause_epoch, epoch + 1, __ATOMIC_RELEASE);
+		return;
+	}
+	call_on(cmd_worker(c), c);
+}
+
 static int worker_lists_init(void)
 {
 	fault_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	M.nworkers = 1;
+	M.nworkers = M.cfg.workers ? M.cfg.workers : 1;
 	M.workers = calloc(M.nworkers, sizeof(*M.workers));
 	if (fault_fd < 0 || !M.workers)
 		return -1;
@@ -1569,7 +1754,13 @@ static int worker_lists_init(void)
 		w->piped = calloc(M.max_nfs, sizeof(*w->piped));
 		w->next_deadline = UINT64_MAX;
 		w->bell_ep = epoll_create1(EPOLL_CLOEXEC); /* never fd 0: stdin is open */
-		if (w->bell_ep < 0 || !w->busy || !w->parked || !w->dirty || !w->waiting || !w->dirty_ports || !w->piped)
+		char name[RTE_RING_NAMESIZE];
+		snprintf(name, sizeof(name), "sluice_cmdq%u", i);
+		w->cmdq = rte_ring_create(name, 64, (int)rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+		snprintf(name, sizeof(name), "sluice_inbox%u", i);
+		w->inbox = rte_ring_create(name, 4096, (int)rte_socket_id(), RING_F_SC_DEQ);
+		if (w->bell_ep < 0 || !w->busy || !w->parked || !w->dirty || !w->waiting || !w->dirty_ports || !w->piped ||
+		    !w->cmdq || !w->inbox)
 			return -1;
 	}
 	return 0;
@@ -1591,25 +1782,38 @@ int worker_main(void *arg)
 {
 	W = arg;
 	struct rte_mbuf *pkts[SL_BURST];
-	LOG("worker: data path running on lcore %u", rte_lcore_id());
-	while (M.worker_running) {
+	LOG("worker %u: data path running on lcore %u", W->index, rte_lcore_id());
+	uint32_t idle = 0;
+	while (W->running) {
+		uint32_t work = 0;
 		void *obj;
-		while (rte_ring_dequeue(M.cmdq, &obj) == 0) {
+		while (rte_ring_dequeue(W->cmdq, &obj) == 0) {
 			struct wcmd *c = obj;
+			/* c is the caller's: gone once done is set, so read it first. A pause lasts while the
+			 * pause epoch it names is current: the next pause has another, so a worker that never
+			 * ran between two audits cannot mistake the second for the first. */
+			bool pause = c->type == WCMD_PAUSE;
+			uint32_t epoch = c->nf;
 			exec_cmd(c);
 			__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+			if (pause) /* acknowledged: hold still while worker 0 audits */
+				while (__atomic_load_n(&M.pause_epoch, __ATOMIC_ACQUIRE) == epoch)
+					rte_pause();
 		}
 		const struct route *rt = M.route;
 
 		const struct steer *sr = M.steer;
+		if (M.nworkers > 1)
+			work += inbox_drain();
 		for (uint16_t pi = 0; pi < M.nports; pi++) {
 			int32_t c = rt->port_chain[pi];
-			if (c < 0 && !sr->poll_port[pi])
-				continue; /* TX-only port: not polled */
+			if ((c < 0 && !sr->poll_port[pi]) || M.ports[pi].worker != W->index)
+				continue; /* TX-only port (not polled), or another worker's */
 			struct port *p = &M.ports[pi];
 			uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, SL_BURST);
 			if (n == 0)
 				continue;
+			work += n;
 			uint64_t bytes = 0;
 			uint16_t ok = 0;
 			for (uint16_t i = 0; i < n; i++) {
@@ -1621,7 +1825,7 @@ int worker_main(void *arg)
 					W->st.drops.too_long++;
 					drop(m);
 				} else if (unlikely(p->own_pool != NULL)) { /* net_af_xdp: into region 0 (port.c) */
-					struct rte_mbuf *c = region_copy_in(&M.region, m);
+					struct rte_mbuf *c = region_copy_in(&M.region, m, W->index);
 					drop(m);
 					if (c) {
 						p->rx_copied++;
@@ -1641,18 +1845,84 @@ int worker_main(void *arg)
 				for (uint16_t i = 0; i < ok; i++)
 					first_hop(rt, pi, pkts[i]);
 		}
-		drain_busy(rt);
+		work += drain_busy(rt);
 		if (W->npiped)
 			pipes_poll();
 		flush_all();
 		check_waiting();
 		uint64_t now = rte_rdtsc();
 		doorbells(now);
-		flow_expire(now);
+		if (W->index == 0) /* one sweeper for the shared flow table */
+			flow_expire(now);
+		/* Several workers may share a core (a small machine): one with nothing to do hands it over
+		 * now and then. A lone worker polls flat out, as before. */
+		if (M.nworkers > 1 && work == 0 && ++idle % 256 == 0)
+			sched_yield();
 	}
 	flush_all();
-	LOG("worker: stopped");
+	LOG("worker %u: stopped", W->index);
 	return 0;
+}
+
+uint8_t worker_for_service(uint16_t svc)
+{
+	if (M.nworkers <= 1)
+		return 0;
+	const struct route *rt = M.route; /* the control thread publishes routes: its read is safe */
+	for (unsigned c = 0; rt && c < rt->nchains; c++)
+		for (unsigned h = 0; h < rt->chains[c].len; h++)
+			if (rt->chains[c].svc[h] == svc)
+				return (uint8_t)(c % M.nworkers); /* a chain's NFs together: pipes, no handoffs */
+	return (uint8_t)(svc % M.nworkers);
+}
+
+int worker_launch(void)
+{
+	/* a port goes with its ingress chain (as that chain's NFs), else with the first chain that exits
+	 * on it, else round robin; fixed for good: two workers must never poll one queue */
+	for (unsigned pi = 0; pi < M.nports; pi++) {
+		int32_t c = M.route->port_chain[pi];
+		for (unsigned k = 0; c < 0 && k < M.route->nchains; k++)
+			if (M.route->chains[k].exit == (int32_t)pi)
+				c = (int32_t)k;
+		M.ports[pi].worker = (uint8_t)((c >= 0 ? (unsigned)c : pi) % M.nworkers);
+		M.ports[pi].inflight = 0;
+	}
+	unsigned lc = rte_get_main_lcore();
+	for (unsigned i = 0; i < M.nworkers; i++) {
+		lc = rte_get_next_lcore(lc, 1, 0);
+		if (lc >= RTE_MAX_LCORE) {
+			LOG("sluiced.lcores: '%s' names too few cores for %u workers (main + one per worker)",
+			    M.cfg.lcores, M.nworkers);
+			worker_stop();
+			return -1;
+		}
+		M.workers[i].lcore = lc;
+		M.workers[i].running = true;
+		M.worker_running = true;
+		if (rte_eal_remote_launch(worker_main, &M.workers[i], lc) != 0) {
+			M.workers[i].running = false;
+			LOG("could not launch worker %u on lcore %u", i, lc);
+			worker_stop();
+			return -1;
+		}
+	}
+	M.worker_lcore = M.workers[0].lcore;
+	return 0;
+}
+
+void worker_stop(void)
+{
+	if (!M.worker_running)
+		return;
+	for (unsigned i = 0; i < M.nworkers; i++) {
+		if (!M.workers[i].running)
+			continue;
+		struct wcmd c = { .type = WCMD_STOP };
+		call_on(i, &c);
+		rte_eal_wait_lcore(M.workers[i].lcore);
+	}
+	M.worker_running = false;
 }
 
 static int flow_table_init(void)
@@ -1706,6 +1976,11 @@ void worker_fini(void)
 		struct worker *w = &M.workers[i];
 		if (w->bell_ep > 0)
 			close(w->bell_ep);
+		struct rte_mbuf *m;
+		while (w->inbox && rte_ring_dequeue(w->inbox, (void **)&m) == 0) /* handed on after its worker stopped */
+			drop(m);
+		rte_ring_free(w->inbox);
+		rte_ring_free(w->cmdq);
 		free(w->busy);
 		free(w->parked);
 		free(w->dirty);

@@ -77,14 +77,21 @@ static long free_hugepages(void)
 
 static int eal_start(const char *prog, bool huge, const char *log_level, size_t private_mb)
 {
-	char lcores[80], loglvl[32], mem_mb[24];
+	char lcores[256], loglvl[32], mem_mb[24];
 	snprintf(mem_mb, sizeof(mem_mb), "%zu", private_mb);
-	snprintf(lcores, sizeof(lcores), "%s", M.cfg.lcores);
+	/* lcore i runs on the i-th core named (main first, then one per worker); a core may be named
+	 * twice (two workers on one core of a small machine): --lcores maps ids to cores */
+	size_t used = 0;
+	unsigned id = 0;
+	char cores[sizeof(M.cfg.lcores)];
+	snprintf(cores, sizeof(cores), "%s", M.cfg.lcores);
+	for (char *save = NULL, *t = strtok_r(cores, ",", &save); t && used < sizeof(lcores); t = strtok_r(NULL, ",", &save))
+		used += (size_t)snprintf(lcores + used, sizeof(lcores) - used, "%s%u@%s", id ? "," : "", id, t), id++;
 	snprintf(loglvl, sizeof(loglvl), "%s", log_level);
 	char *argv[16 + 2 * SL_MAX_PORTS];
 	int argc = 0, npci = 0;
 	argv[argc++] = (char *)prog;
-	argv[argc++] = "-l";
+	argv[argc++] = "--lcores";
 	argv[argc++] = lcores;
 	/* PCI devices are probed only when the config names them, and then only those
 	 * (an allowlist): the machine's own NIC is never touched. */
@@ -279,8 +286,7 @@ int main(int argc, char **argv)
 			    (unsigned long long)want, M.max_nfs);
 	}
 	M.nfs = calloc(M.max_nfs, sizeof(*M.nfs));
-	M.cmdq = rte_ring_create("sluice_cmdq", 64, (int)rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
-	if (!M.nfs || !M.cmdq || worker_init() < 0) {
+	if (!M.nfs || worker_init() < 0) {
 		LOG("out of memory");
 		goto out;
 	}
@@ -312,12 +318,8 @@ int main(int argc, char **argv)
 	epoll_add(M.ctl_listen, EP_CTL_LISTEN);
 	epoll_add(worker_fault_fd(), EP_FAULT);
 
-	M.worker_running = true;
-	if (rte_eal_remote_launch(worker_main, &M.workers[0], M.worker_lcore) != 0) {
-		M.worker_running = false;
-		LOG("could not launch the worker on lcore %u", M.worker_lcore);
+	if (worker_launch() < 0)
 		goto out;
-	}
 	LOG("nf socket %s, control socket %s", M.nf_sock_path, M.ctl_sock_path);
 	LOG("ready");
 	control_loop();
@@ -326,11 +328,7 @@ out:
 	/* Teardown: the reverse of set-up. */
 	for (uint32_t i = 0; M.nfs && i < M.max_nfs; i++)
 		nf_detach(&M.nfs[i], SL_ERR_SHUTDOWN, "sluiced is shutting down");
-	if (M.worker_running) {
-		struct wcmd c = { .type = WCMD_STOP };
-		worker_call(&c);
-		rte_eal_wait_lcore(M.worker_lcore);
-	}
+	worker_stop();
 	ctl_close_all();
 	if (M.ctl_listen >= 0) {
 		close(M.ctl_listen);
@@ -365,8 +363,6 @@ out:
 		M.regions[d] = NULL;
 	}
 	M.nregions = 0;
-	if (M.cmdq)
-		rte_ring_free(M.cmdq);
 	free(M.nfs);
 	config_free(&M.cfg);
 	if (eal)

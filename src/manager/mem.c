@@ -184,48 +184,52 @@ void region_destroy(struct region *r)
  * is read from the header prefetched earlier). */
 #define STASH_AHEAD 4
 
-static inline void stash_prefetch(const struct region *r, uint16_t i)
+static inline void stash_prefetch(const struct region_stash *st, uint16_t i)
 {
-	if (i + STASH_AHEAD < r->stash_n) {
-		const struct rte_mbuf *h = r->stash[i + STASH_AHEAD];
+	if (i + STASH_AHEAD < st->n) {
+		const struct rte_mbuf *h = st->m[i + STASH_AHEAD];
 		rte_prefetch0_write(h);
 		rte_prefetch0_write((const uint8_t *)h + RTE_CACHE_LINE_SIZE);
 	}
-	if (i + STASH_AHEAD / 2 < r->stash_n) {
-		const struct rte_mbuf *d = r->stash[i + STASH_AHEAD / 2];
+	if (i + STASH_AHEAD / 2 < st->n) {
+		const struct rte_mbuf *d = st->m[i + STASH_AHEAD / 2];
 		rte_prefetch0_write((const uint8_t *)d->buf_addr + RTE_PKTMBUF_HEADROOM);
 	}
 }
 
-static struct rte_mbuf *stash_take(struct region *r)
+static struct rte_mbuf *stash_take(struct region *r, unsigned worker)
 {
-	if (unlikely(r->stash_i == r->stash_n)) {
-		r->stash_i = r->stash_n = 0;
-		if (rte_mempool_get_bulk(r->pool, (void **)r->stash, REGION_STASH) == 0)
-			r->stash_n = REGION_STASH;
-		else if (rte_mempool_get(r->pool, (void **)&r->stash[0]) == 0)
-			r->stash_n = 1; /* nearly empty pool: one at a time */
+	struct region_stash *st = &r->stash[worker];
+	if (unlikely(st->i == st->n)) {
+		st->i = st->n = 0;
+		if (rte_mempool_get_bulk(r->pool, (void **)st->m, REGION_STASH) == 0)
+			st->n = REGION_STASH;
+		else if (rte_mempool_get(r->pool, (void **)&st->m[0]) == 0)
+			st->n = 1; /* nearly empty pool: one at a time */
 		else
 			return NULL;
-		for (uint16_t k = 0; k < STASH_AHEAD && k < r->stash_n; k++)
-			rte_prefetch0_write(r->stash[k]);
+		for (uint16_t k = 0; k < STASH_AHEAD && k < st->n; k++)
+			rte_prefetch0_write(st->m[k]);
 	}
-	stash_prefetch(r, r->stash_i);
-	struct rte_mbuf *c = r->stash[r->stash_i++];
+	stash_prefetch(st, st->i);
+	struct rte_mbuf *c = st->m[st->i++];
 	rte_pktmbuf_reset(c); /* what rte_pktmbuf_alloc does after its get */
 	return c;
 }
 
 void region_stash_release(struct region *r)
 {
-	if (r->pool && r->stash_i < r->stash_n)
-		rte_mempool_put_bulk(r->pool, (void **)&r->stash[r->stash_i], r->stash_n - r->stash_i);
-	r->stash_i = r->stash_n = 0;
+	for (unsigned w = 0; w < SL_MAX_WORKERS; w++) {
+		struct region_stash *st = &r->stash[w];
+		if (r->pool && st->i < st->n)
+			rte_mempool_put_bulk(r->pool, (void **)&st->m[st->i], st->n - st->i);
+		st->i = st->n = 0;
+	}
 }
 
-struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m)
+struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m, unsigned worker)
 {
-	struct rte_mbuf *c = stash_take(r);
+	struct rte_mbuf *c = stash_take(r, worker);
 	if (unlikely(!c))
 		return NULL;
 	uint16_t off = m->data_off, len = (uint16_t)m->data_len;

@@ -31,6 +31,7 @@
 #define SL_MAX_PORTS 32
 _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the NF info page");
 #define SL_BURST 32
+#define SL_MAX_WORKERS 8  /* sluiced.workers at most */
 #define SL_MAX_DOMAINS 64 /* trust domains = regions (ids 0..63; 0 = default, holds the ports) */
 #define SL_MAX_INSTANCES 1024 /* replicas per service (the flow and least_loaded picks are O(replicas)) */
 #define SL_MAX_NFS_LIMIT 16384 /* sluiced.max_nfs at most (NF ids are 16-bit; buffer owner = id + 1) */
@@ -58,6 +59,7 @@ struct config {
 	uint32_t ring_size;
 	uint32_t max_nfs;
 	bool pipes;                 /* sluiced.pipes: NF-to-NF pipes on static chain edges (pipe.c) */
+	uint32_t workers;           /* sluiced.workers: worker lcores (lcores names main + one per worker) */
 	int huge; /* -1 auto, 0 off, 1 on */
 	char lcores[64];
 	unsigned nports;
@@ -124,8 +126,15 @@ int config_service_index(const struct config *c, const char *service);
 struct mbuf_priv {
 	uint32_t id;      /* buffer id in its region */
 	uint8_t region;   /* region (= domain) index, SL_REGION_NONE: a port's private pool */
+	/* a packet handed to another worker (datapath.c "Workers"): where it goes there */
+	uint8_t h_kind;   /* HAND_NF or HAND_PORT */
+	uint16_t h_chain;
+	uint16_t h_target; /* NF id or port id */
+	uint16_t h_in_port;
+	uint8_t h_hop;
 	uint8_t pad[3];
 };
+_Static_assert(sizeof(struct mbuf_priv) % 8 == 0, "mbuf private area: RTE_MBUF_PRIV_ALIGN");
 
 #define REGION_STASH 32
 struct region {
@@ -149,8 +158,10 @@ struct region {
 	 * in order with their headers and data prefetched a few copies ahead (a copy's cost was the
 	 * cache misses on a cold mbuf header and buffer). Free buffers: counted as free, put back
 	 * before a pool audit and at region_destroy. Worker context only. */
-	struct rte_mbuf *stash[REGION_STASH];
-	uint16_t stash_n, stash_i;
+	struct region_stash {
+		struct rte_mbuf *m[REGION_STASH];
+		uint16_t n, i;
+	} stash[SL_MAX_WORKERS]; /* one per worker: each takes from its own */
 	/* The domain's pipe area (sluiced.pipes, pipe.c): one pipe ring per NF id, mapped read-write by
 	 * the domain's rw NFs whose SDK takes pipes. */
 	int pipe_fd;
@@ -169,13 +180,16 @@ int region_create(struct region *r, uint8_t index, const char *name, uint32_t mb
 void region_destroy(struct region *r);
 /* A copy of m's data in a fresh buffer of region r (same headroom, length, port); NULL when r's
  * pool is empty. m is untouched (the caller frees it). Worker context. */
-struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m);
-/* Put the copy stash back into the pool (before an audit; at teardown). Worker context. */
+struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m, unsigned worker);
+/* Put every worker's copy stash back into the pool (before an audit, workers paused; at teardown). */
 void region_stash_release(struct region *r);
-/* Free buffers waiting in the stash. */
+/* Free buffers waiting in the stashes. */
 static inline uint32_t region_stash_count(const struct region *r)
 {
-	return (uint32_t)(r->stash_n - r->stash_i);
+	uint32_t n = 0;
+	for (unsigned w = 0; w < SL_MAX_WORKERS; w++)
+		n += (uint32_t)(r->stash[w].n - r->stash[w].i);
+	return n;
 }
 static inline struct mbuf_priv *mbuf_priv(const struct rte_mbuf *m)
 {
@@ -216,6 +230,8 @@ struct port {
 	 * receives into a private pool of its own; the worker copies each packet into region 0 */
 	struct rte_mempool *own_pool;
 	uint64_t rx_copied;
+	uint8_t worker;     /* the worker that polls it and transmits on it (datapath.c "Workers") */
+	int32_t inflight;   /* packets other workers handed it, not yet sent on (atomic) */
 	uint32_t max_frame; /* longest frame (bytes, no FCS) it receives whole: the buffer or the PMD's limit */
 	uint16_t mtu;       /* the ethdev's MTU after start (af_packet: the kernel interface decides) */
 };
@@ -254,6 +270,8 @@ struct nf {
 	uint32_t batch, timeout_us;
 	uint16_t service;
 	uint8_t domain;       /* trust domain = the region whose buffers it gets (config; default 0) */
+	uint8_t worker;       /* the worker that serves it (set at attach, datapath.c "Workers") */
+	int32_t inflight;     /* packets other workers handed it, not yet in its worker's hands (atomic) */
 	bool ro;              /* access: ro -- its region is mapped read-only; returns may not change off/len */
 	/* shared with the worker */
 	struct sl_ring *rx, *tx; /* in NF-writable memory: the worker goes through rxk/txk */
@@ -313,7 +331,7 @@ struct service {
 	uint16_t rr;                      /* round-robin cursor, worker only */
 	uint16_t ninst;                   /* worker writes */
 	uint16_t inst[SL_MAX_INSTANCES];  /* NF ids, worker writes */
-	uint16_t noverloaded;             /* instances overloaded, worker only */
+	uint32_t noverloaded;             /* instances overloaded (workers: shared_add32) */
 	bool saturated;                   /* every instance overloaded: chains through it back off */
 	uint64_t drop_nf_gone;
 	uint64_t drop_backpressure;       /* packets dropped at a chain's entry because of this service */
@@ -517,6 +535,8 @@ struct flow_stats {
 /* ---- worker commands (datapath.c) ---- */
 
 enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_NF_DRAIN, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP,
+		 WCMD_SYNC /* the other workers after a route or classifier swap: re-read, update pipes */,
+		 WCMD_PAUSE /* hold still until M.pause_epoch moves past c->nf (a pool audit runs on worker 0) */,
 		 WCMD_POOL_AUDIT /* arg: struct pool_audit (audit.c) */,
 		 WCMD_TEST_HOOK /* --test-hooks only: nf = enum test_hook; result: the buffer it touched */ };
 
@@ -580,6 +600,12 @@ struct worker_stats {
  * lengths (racy by design: reports). */
 struct worker {
 	unsigned index, lcore;
+	bool running;               /* cleared by WCMD_STOP */
+	struct rte_ring *cmdq;      /* control -> this worker */
+	struct rte_ring *inbox;     /* packets other workers hand it (for its NFs and ports): MP/SC */
+	struct rte_mbuf *hout[SL_MAX_WORKERS][SL_BURST]; /* staged for other workers' inboxes */
+	uint16_t nhout[SL_MAX_WORKERS];
+	uint32_t nfs;               /* NFs it serves (control thread: placement) */
 	uint16_t *busy, *parked, *dirty, *waiting, *dirty_ports, *piped;
 	uint32_t nbusy, nparked, ndirty, nwaiting, ndirty_ports, npiped;
 	int bell_ep;                /* epoll over its NFs' TX eventfds (their doorbells) */
@@ -591,6 +617,12 @@ struct worker {
 };
 /* The sum of every worker's counters. */
 void worker_stats_sum(struct worker_stats *out);
+/* The worker that should serve a new NF of service svc (control thread, at attach). */
+uint8_t worker_for_service(uint16_t svc);
+/* Launch every worker on its lcore (after worker_init). Returns 0 or -1 (logged). */
+int worker_launch(void);
+/* Stop every worker and wait for it. */
+void worker_stop(void);
 
 struct manager {
 	struct config cfg;
@@ -609,11 +641,11 @@ struct manager {
 	unsigned nrules;
 	uint32_t next_rule_id;
 	struct steer_action malformed;
-	struct rte_ring *cmdq;      /* control -> worker */
 	struct worker *workers;     /* worker_init */
 	unsigned nworkers;
 	unsigned worker_lcore;
 	volatile bool worker_running;
+	uint32_t pause_epoch;       /* WCMD_PAUSE (nf = this epoch): paused workers wait until it moves on */
 	volatile bool stop;
 	bool test_hooks;            /* --test-hooks: debug-only control commands (docs/api.md) */
 	/* authorisation and quotas (docs/api.md "Violations") */

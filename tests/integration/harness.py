@@ -162,8 +162,15 @@ class Ctl:
 # ---------------------------------------------------------------- sluiced + NFs
 
 
+# SLUICE_TEST_WORKERS=N runs every test's sluiced with N workers (sharing core 1 after the first:
+# "0,1,1,..."), unless the test names its own; `make test` runs the data-path tests with 2.
+TEST_WORKERS = int(os.environ.get("SLUICE_TEST_WORKERS", "1"))
+
+
 def base_config(ports, chains=(), nfs=(), **sluiced):
     s = {"pool_mbufs": 16384, "ring_size": 1024, "max_nfs": 64, "huge_pages": "auto", "lcores": "0,1"}
+    if TEST_WORKERS > 1:
+        s.update(workers=TEST_WORKERS, lcores=",".join(["0"] + ["1"] * TEST_WORKERS))
     s.update(sluiced)
     cfg = {"sluiced": s, "ports": list(ports), "chains": list(chains)}
     if nfs:

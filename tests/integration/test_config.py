@@ -51,7 +51,7 @@ def test_base_config_normalizes_with_defaults():
     n = sc.normalize(cfg())
     assert n["sluiced"] == {"pool_mbufs": 16384, "buffer_size": 2048, "ring_size": 1024, "max_nfs": 64,
                             "huge_pages": "auto", "socket_dir": "/run/sluice", "lcores": "0,1",
-                            "pipes": False}
+                            "pipes": False, "workers": 1}
     count = n["nfs"][0]
     assert count["args"] == [] and count["instances"] == 1 and count["wakeup"] == "poll"
     assert count["batch"] == 32 and count["timeout_us"] == 100 and count["spin_us"] == 200
@@ -237,7 +237,9 @@ CASES = [
      "absolute"),
     ("socket_dir too long", lambda: cfg(sluiced={"socket_dir": "/" + "d" * 120}), "sluiced.socket_dir",
      "too long"),
-    ("lcores one", lambda: cfg(sluiced={"lcores": "0"}), "sluiced.lcores", "exactly two"),
+    ("lcores one", lambda: cfg(sluiced={"lcores": "0"}), "sluiced.lcores", "at least two"),
+    ("lcores vs workers", lambda: cfg(sluiced={"lcores": "0,1", "workers": 2}), "sluiced.lcores", "needs 3"),
+    ("workers zero", lambda: cfg(sluiced={"workers": 0}), "sluiced.workers", "1..8"),
     ("lcores same", lambda: cfg(sluiced={"lcores": "1,1"}), "sluiced.lcores", "must differ"),
     ("lcores junk", lambda: cfg(sluiced={"lcores": "a,b"}), "sluiced.lcores", "MAIN,WORKER"),
     ("lcores int", lambda: cfg(sluiced={"lcores": 0}), "sluiced.lcores", "must be a string"),

@@ -51,6 +51,8 @@ CASES = [
     ("unknown_chain_key", mutate(_set(["chains", 0, "bogus"], 1)), r"chains\[0\]\.bogus: unknown field"),
     ("ring_size_not_pow2", mutate(_set(["sluiced", "ring_size"], 1000)), r"sluiced\.ring_size: .*power of two"),
     ("ring_size_string", mutate(_set(["sluiced", "ring_size"], "1024")), r"sluiced\.ring_size"),
+    ("workers_vs_lcores", mutate(_set(["sluiced", "workers"], 3)), r"sluiced\.lcores: '[0-9,]+' names [23] cores; sluiced\.workers 3 needs 4"),
+    ("workers_too_many", mutate(_set(["sluiced", "workers"], 9)), r"sluiced\.workers"),
     ("pipes_not_bool", mutate(_set(["sluiced", "pipes"], 1)), r"sluiced\.pipes: must be true or false"),
     ("ring_size_vs_pool", mutate(_set(["sluiced", "ring_size"], 8192)), r"sluiced\.ring_size: 8192 is too large for pool_mbufs"),
     ("pool_too_small", mutate(_set(["sluiced", "pool_mbufs"], 10)), r"sluiced\.pool_mbufs"),

@@ -199,7 +199,7 @@ def test_hostile_nf_next_to_an_innocent_chain(sluice, workdir, mode):  # noqa: F
     except AssertionError:
         st = w.stats()
         raise AssertionError(f"pool not whole: {st['pool']}, nfs {[(n['name'], n['lent']) for n in st['nfs']]}")
-    assert w.samples > 5
+    assert w.samples >= 4  # every wait above read the stats (and checked them) at least once
 
     assert sluice.stop() == 0, sluice.log()[-3000:]
     assert "mbufs not back in the pool" not in sluice.log()
