@@ -1174,6 +1174,7 @@ static void pipe_open(struct nf *up, struct nf *down, const struct route *rt)
 	down->pipe_open_epoch = ++down->pipe_epoch;
 	__atomic_store_n(&pi->epoch, down->pipe_epoch, __ATOMIC_RELEASE);
 	up->pipe_to = (int32_t)(down - M.nfs);
+	up->pipe_closing = false;
 	down->pipe_from = uid;
 	down->pipe_kicked = false;
 	W->piped[W->npiped++] = uid;
@@ -1181,33 +1182,45 @@ static void pipe_open(struct nf *up, struct nf *down, const struct route *rt)
 	W->st.pipes.open = W->npiped;
 }
 
-/* End up's pipe: its reader stops (and says so: bounded wait, the worker keeps both NFs' returns
- * moving meanwhile) unless it is gone; what it took is accounted; the worker reads up's pipe ring
- * from there on. A reader that does not acknowledge within 20 ms is disconnected (NF_RING_PIPE_ACK). */
-static void pipe_close(struct nf *up, const struct route *rt, bool down_gone)
+/* Start ending up's pipe: its reader is told to stop reading it (and kicked: it may be asleep). Until
+ * it acknowledges, the pipe stays as it was -- the reader may still take from it and the worker
+ * accounts what it takes -- while the worker goes on with everything else (pipes_poll finishes it). */
+static void pipe_close_start(struct nf *up)
 {
-	uint16_t did = (uint16_t)up->pipe_to;
-	struct nf *down = &M.nfs[did];
+	struct nf *down = &M.nfs[up->pipe_to];
 	struct sl_pipe_in *pi = &down->info->pipe_in;
 	__atomic_store_n(&pi->offset, SL_PIPE_NONE, __ATOMIC_RELAXED);
 	__atomic_store_n(&pi->epoch, ++down->pipe_epoch, __ATOMIC_RELEASE);
-	if (!down_gone && !down->fault) {
-		uint64_t one = 1, end = rte_rdtsc() + M.tsc_hz / 50;
-		if (write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one)) /* it may be asleep */
-			down->st.kicks++;
-		while (__atomic_load_n(&pi->ack, __ATOMIC_ACQUIRE) != down->pipe_epoch && !down->fault) {
-			if (rte_rdtsc() > end) {
-				W->st.pipes.close_timeouts++;
-				nf_fault(down, NF_RING_PIPE_ACK);
-				break;
-			}
-			drain_nf(did, rt); /* it may be waiting for room in its rings */
-			flush_all();
-			rte_pause();
-		}
-	}
-	pipe_account(up, down, rt); /* its cons now ends this pipe (or is its last word) */
+	up->pipe_closing = true;
+	up->pipe_close_by = rte_rdtsc() + M.tsc_hz; /* 1 s: a reader descheduled on a busy machine is not a hostile one */
+	uint64_t one = 1;
+	if (!down->fault && write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
+		down->st.kicks++;
+}
+
+/* Has up's reader let go of the pipe (or can it no longer read: gone or disconnected)? A reader that
+ * has not acknowledged by the deadline is disconnected (NF_RING_PIPE_ACK). */
+static bool pipe_released(struct nf *up, uint64_t now)
+{
+	struct nf *down = &M.nfs[up->pipe_to];
+	if (!down->active || down->fault ||
+	    __atomic_load_n(&down->info->pipe_in.ack, __ATOMIC_ACQUIRE) == down->pipe_epoch)
+		return true;
+	if (now < up->pipe_close_by)
+		return false;
+	W->st.pipes.close_timeouts++;
+	nf_fault(down, NF_RING_PIPE_ACK);
+	return true;
+}
+
+/* End up's pipe once released: what the reader took is accounted (its cons now ends this pipe, or
+ * is its last word), and the worker reads up's pipe ring from exactly there. */
+static void pipe_close_finish(struct nf *up, const struct route *rt)
+{
+	struct nf *down = &M.nfs[up->pipe_to];
+	pipe_account(up, down, rt);
 	up->pipe_to = -1;
+	up->pipe_closing = false;
 	down->pipe_from = -1;
 	for (uint32_t i = 0; i < W->npiped; i++)
 		if (W->piped[i] == (uint16_t)(up - M.nfs)) {
@@ -1220,6 +1233,21 @@ static void pipe_close(struct nf *up, const struct route *rt, bool down_gone)
 		set_enter(up, NF_SET_BUSY);
 }
 
+/* End up's pipe now (an NF leaving): the reader, when it is the one going, is not waited for; a live
+ * reader is, for a bounded time, with both NFs' returns kept moving. */
+static void pipe_close_now(struct nf *up, const struct route *rt, bool down_gone)
+{
+	uint16_t did = (uint16_t)up->pipe_to;
+	if (!up->pipe_closing)
+		pipe_close_start(up);
+	while (!down_gone && !pipe_released(up, rte_rdtsc())) {
+		drain_nf(did, rt); /* it may be waiting for room in its rings */
+		flush_all();
+		rte_pause();
+	}
+	pipe_close_finish(up, rt);
+}
+
 /* Open and close pipes after anything that changes their conditions (NFs, services, chains). */
 static void pipes_update(const struct route *rt)
 {
@@ -1227,10 +1255,9 @@ static void pipes_update(const struct route *rt)
 		return;
 	for (uint32_t i = 0; i < W->npiped;) {
 		struct nf *up = &M.nfs[W->piped[i]];
-		if (pipe_want(up, rt) != up->pipe_to)
-			pipe_close(up, rt, false); /* removes piped[i] */
-		else
-			i++;
+		if (!up->pipe_closing && pipe_want(up, rt) != up->pipe_to)
+			pipe_close_start(up);
+		i++;
 	}
 	for (uint32_t id = 0; id < M.max_nfs; id++) {
 		struct nf *up = &M.nfs[id];
@@ -1242,9 +1269,22 @@ static void pipes_update(const struct route *rt)
 	}
 }
 
-/* Every loop: a reader with pipe input waiting is collected from (and kicked if asleep). */
-static void pipes_poll(void)
+/* Every loop: pipes being closed are finished once released (then others may open); a reader with
+ * pipe input waiting is collected from (and kicked if asleep). */
+static void pipes_poll(const struct route *rt)
 {
+	bool closed = false;
+	for (uint32_t i = 0; i < W->npiped;) {
+		struct nf *up = &M.nfs[W->piped[i]];
+		if (unlikely(up->pipe_closing) && pipe_released(up, rte_rdtsc())) {
+			pipe_close_finish(up, rt); /* removes piped[i] */
+			closed = true;
+		} else {
+			i++;
+		}
+	}
+	if (unlikely(closed))
+		pipes_update(rt);
 	for (uint32_t i = 0; i < W->npiped; i++) {
 		struct nf *up = &M.nfs[W->piped[i]], *down = &M.nfs[up->pipe_to];
 		if (unlikely(up->fault || down->fault) || unlikely(!pipe_sync(up)))
@@ -1284,6 +1324,7 @@ static void exec_cmd(struct wcmd *c)
 			nf_ring_init(&nf->pok, nf->po, M.cfg.ring_size);
 		nf->pipe_to = nf->pipe_from = -1;
 		nf->pipe_kicked = false;
+		nf->pipe_closing = false;
 		__atomic_store_n(&nf->inflight, 0, __ATOMIC_RELAXED); /* late decrements for its slot's last NF: read as >= 0 */
 		c->result = 0;
 		nf->set = NF_SET_NONE;
@@ -1322,9 +1363,9 @@ static void exec_cmd(struct wcmd *c)
 		/* Its pipes end first: its reader stops reading its pipe ring (which the worker then drains
 		 * with the rest), or what it took from its input is accounted as its own. */
 		if (nf->pipe_from >= 0)
-			pipe_close(&M.nfs[nf->pipe_from], M.route, true);
+			pipe_close_now(&M.nfs[nf->pipe_from], M.route, true);
 		if (nf->pipe_to >= 0)
-			pipe_close(nf, M.route, false);
+			pipe_close_now(nf, M.route, false);
 		/* What the NF already returned is processed normally: nothing it finished is lost (unless
 		 * it broke the ring protocol: then its rings are not read again). */
 		c->drained = 0;
@@ -1847,7 +1888,7 @@ int worker_main(void *arg)
 		}
 		work += drain_busy(rt);
 		if (W->npiped)
-			pipes_poll();
+			pipes_poll(rt);
 		flush_all();
 		check_waiting();
 		uint64_t now = rte_rdtsc();

@@ -301,6 +301,8 @@ struct nf {
 	uint32_t pipe_open_epoch;   /* the epoch that opened its current pipe input */
 	uint32_t pipe_kick_cons;    /* its pipe consumer index when last kicked for pipe input */
 	bool pipe_kicked;
+	bool pipe_closing;          /* its reader was told to stop; finished once it acknowledges */
+	uint64_t pipe_close_by;     /* TSC deadline for that acknowledgement (then the reader is disconnected) */
 	struct nf_stats st;
 	/* RX staging, worker only */
 	uint16_t nstage;

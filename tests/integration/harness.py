@@ -165,12 +165,16 @@ class Ctl:
 # SLUICE_TEST_WORKERS=N runs every test's sluiced with N workers (sharing core 1 after the first:
 # "0,1,1,..."), unless the test names its own; `make test` runs the data-path tests with 2.
 TEST_WORKERS = int(os.environ.get("SLUICE_TEST_WORKERS", "1"))
+# SLUICE_TEST_PIPES=1: every test's sluiced with sluiced.pipes on, unless the test says otherwise.
+TEST_PIPES = os.environ.get("SLUICE_TEST_PIPES", "") not in ("", "0")
 
 
 def base_config(ports, chains=(), nfs=(), **sluiced):
     s = {"pool_mbufs": 16384, "ring_size": 1024, "max_nfs": 64, "huge_pages": "auto", "lcores": "0,1"}
     if TEST_WORKERS > 1:
         s.update(workers=TEST_WORKERS, lcores=",".join(["0"] + ["1"] * TEST_WORKERS))
+    if TEST_PIPES:
+        s["pipes"] = True
     s.update(sluiced)
     cfg = {"sluiced": s, "ports": list(ports), "chains": list(chains)}
     if nfs:

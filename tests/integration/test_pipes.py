@@ -122,7 +122,8 @@ def finish(sluice, gen_dump, sink_dump, alive):
     sluice.wait_pool_whole()
     g = json.loads(gen_dump.read_text())
     s = json.loads(sink_dump.read_text())
-    assert g["generated"] == GEN_N, g
+    assert g["generated"] == GEN_N, (g, {k: st[k] for k in ("drops", "pipes", "active_set")},
+                                     [(n["name"], n["rx_pkts"], n["tx_pkts"], n["lent"], n["drops"]) for n in st["nfs"]])
     return g, s, st
 
 
