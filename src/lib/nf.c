@@ -755,6 +755,7 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 {
 	struct sl_desc d[SL_BURST_MAX], bad[SL_BURST_MAX];
 	struct sl_pkt pkts[SL_BURST_MAX];
+	uint16_t in_port[SL_BURST_MAX];
 	uint32_t n = sl_ring_dequeue_burst(nf->rx, d, SL_BURST_MAX);
 	unsigned np = 0, nbad = 0;
 
@@ -783,12 +784,18 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		pkts[np].d.action = SL_ACT_NEXT;
 		pkts[np].base = r->base;
 		pkts[np].buf_size = r->buf_size;
+		in_port[np] = d[i].dest;
 		np++;
 	}
 	if (np != 0)
 		handler(nf, pkts, np, arg);
-	for (unsigned i = 0; i < np; i++)
+	for (unsigned i = 0; i < np; i++) {
 		d[i] = pkts[i].d;
+		/* NEXT ignores dest; on a pipe the next NF reads this descriptor as its RX one, where dest
+		 * is the packet's ingress port: keep it so (docs/abi.md "Pipes") */
+		if (d[i].action == SL_ACT_NEXT)
+			d[i].dest = in_port[i];
+	}
 	for (unsigned i = 0; i < nbad; i++)
 		d[np + i] = bad[i];
 	int rc = tx_all(nf, d, n);

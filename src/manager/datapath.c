@@ -1040,6 +1040,10 @@ static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
 	}
 	up->lent -= moved;
 	down->lent += moved;
+	if (moved) { /* backpressure: both holdings changed here, not where to_nf/returns look */
+		nf_load_check(up);
+		nf_load_check(down);
+	}
 	up->st.tx_pkts += moved;
 	up->st.tx_bytes += bytes;
 	down->st.rx_pkts += moved;
@@ -1128,23 +1132,34 @@ static void service_remove_instance(struct service *s, uint16_t id)
 }
 
 /* The NF `up` should pipe to, or -1 (the conditions in "Pipes" above). */
-static int32_t pipe_want(const struct nf *up, const struct route *rt)
+/* Each service's static next service in route rt, in W->pipe_next (one pass over the chains):
+ * PIPE_NEXT_NONE in no chain, PIPE_NEXT_MANY when not one same next service everywhere (or last in
+ * a chain, or followed by itself). */
+#define PIPE_NEXT_NONE (-1)
+#define PIPE_NEXT_MANY (-2)
+static bool pipe_next_build(const struct route *rt)
 {
-	if (!M.cfg.pipes || !up->po || !up->active || up->draining || up->fault)
-		return -1;
-	int32_t s2 = -1;
-	bool seen = false;
+	if (!W->pipe_next && !(W->pipe_next = malloc(M.max_services * sizeof(*W->pipe_next))))
+		return false;
+	for (uint32_t i = 0; i < M.max_services; i++)
+		W->pipe_next[i] = PIPE_NEXT_NONE;
 	for (unsigned c = 0; c < rt->nchains; c++) {
 		const struct chain *ch = &rt->chains[c];
 		for (unsigned h = 0; h < ch->len; h++) {
-			if (ch->svc[h] != up->service)
-				continue;
-			if (h + 1 >= ch->len || ch->svc[h + 1] == up->service || (seen && s2 != ch->svc[h + 1]))
-				return -1;
-			s2 = ch->svc[h + 1];
-			seen = true;
+			uint16_t s1 = ch->svc[h];
+			int32_t n = h + 1 < ch->len && ch->svc[h + 1] != s1 ? ch->svc[h + 1] : PIPE_NEXT_MANY;
+			int32_t *cur = &W->pipe_next[s1];
+			*cur = *cur == PIPE_NEXT_NONE || *cur == n ? n : PIPE_NEXT_MANY;
 		}
 	}
+	return true;
+}
+
+static int32_t pipe_want(const struct nf *up)
+{
+	if (!M.cfg.pipes || !up->po || !up->active || up->draining || up->fault)
+		return -1;
+	int32_t s2 = W->pipe_next[up->service];
 	if (s2 < 0 || M.services[s2].ninst != 1)
 		return -1;
 	uint16_t id = M.services[s2].inst[0];
@@ -1233,14 +1248,21 @@ static void pipe_close_finish(struct nf *up, const struct route *rt)
 		set_enter(up, NF_SET_BUSY);
 }
 
-/* End up's pipe now (an NF leaving): the reader, when it is the one going, is not waited for; a live
- * reader is, for a bounded time, with both NFs' returns kept moving. */
+/* End up's pipe now (an NF leaving). A reader that is the one going is not waited for. A live reader
+ * whose upstream is going gets a short wait (20 ms, both NFs' returns kept moving) to acknowledge --
+ * an NF that is itself being stopped never will, and hundreds stopping at once must not cost a
+ * second each; one that has not acknowledged by then is treated as gone: what it took is accounted
+ * and the rest of the ring goes on through the worker (it stops reading at its next burst, when it
+ * sees the new epoch). */
 static void pipe_close_now(struct nf *up, const struct route *rt, bool down_gone)
 {
 	uint16_t did = (uint16_t)up->pipe_to;
+	struct nf *down = &M.nfs[did];
 	if (!up->pipe_closing)
 		pipe_close_start(up);
-	while (!down_gone && !pipe_released(up, rte_rdtsc())) {
+	uint64_t end = rte_rdtsc() + M.tsc_hz / 50;
+	while (!down_gone && down->active && !down->fault && rte_rdtsc() < end &&
+	       __atomic_load_n(&down->info->pipe_in.ack, __ATOMIC_ACQUIRE) != down->pipe_epoch) {
 		drain_nf(did, rt); /* it may be waiting for room in its rings */
 		flush_all();
 		rte_pause();
@@ -1251,11 +1273,11 @@ static void pipe_close_now(struct nf *up, const struct route *rt, bool down_gone
 /* Open and close pipes after anything that changes their conditions (NFs, services, chains). */
 static void pipes_update(const struct route *rt)
 {
-	if (!M.cfg.pipes)
+	if (!M.cfg.pipes || !pipe_next_build(rt))
 		return;
 	for (uint32_t i = 0; i < W->npiped;) {
 		struct nf *up = &M.nfs[W->piped[i]];
-		if (!up->pipe_closing && pipe_want(up, rt) != up->pipe_to)
+		if (!up->pipe_closing && pipe_want(up) != up->pipe_to)
 			pipe_close_start(up);
 		i++;
 	}
@@ -1263,7 +1285,7 @@ static void pipes_update(const struct route *rt)
 		struct nf *up = &M.nfs[id];
 		if (!up->active || up->pipe_to >= 0 || up->worker != W->index)
 			continue;
-		int32_t w = pipe_want(up, rt);
+		int32_t w = pipe_want(up);
 		if (w >= 0 && M.nfs[w].pipe_from < 0)
 			pipe_open(up, &M.nfs[w], rt);
 	}
@@ -1287,9 +1309,14 @@ static void pipes_poll(const struct route *rt)
 		pipes_update(rt);
 	for (uint32_t i = 0; i < W->npiped; i++) {
 		struct nf *up = &M.nfs[W->piped[i]], *down = &M.nfs[up->pipe_to];
-		if (unlikely(up->fault || down->fault) || unlikely(!pipe_sync(up)))
+		if (unlikely(up->fault || down->fault))
 			continue;
+		/* the reader's index before the producer's (the order they are written in): read the other
+		 * way round, a reader that took more meanwhile looked "pending", got a spurious kick, and
+		 * the kick's dedup then swallowed the real one -- a lost wakeup */
 		uint32_t c = __atomic_load_n(&down->info->pipe_in.cons, __ATOMIC_ACQUIRE);
+		if (unlikely(!pipe_sync(up)))
+			continue;
 		if (c == up->pok.peer && c == up->pok.own)
 			continue; /* nothing waiting, nothing to account */
 		if (down->set != NF_SET_BUSY)
@@ -1784,9 +1811,14 @@ static int worker_lists_init(void)
 	M.workers = calloc(M.nworkers, sizeof(*M.workers));
 	if (fault_fd < 0 || !M.workers)
 		return -1;
+	unsigned lc = rte_get_main_lcore();
 	for (unsigned i = 0; i < M.nworkers; i++) {
 		struct worker *w = &M.workers[i];
 		w->index = i;
+		lc = rte_get_next_lcore(lc, 1, 0);
+		w->lcore = lc < RTE_MAX_LCORE ? lc : rte_get_main_lcore(); /* too few: worker_launch says so */
+		/* its queues on its own NUMA node (one node here: the method is what carries over) */
+		int node = (int)rte_lcore_to_socket_id(w->lcore);
 		w->busy = calloc(M.max_nfs, sizeof(*w->busy));
 		w->parked = calloc(M.max_nfs, sizeof(*w->parked));
 		w->dirty = calloc(M.max_nfs, sizeof(*w->dirty));
@@ -1797,9 +1829,9 @@ static int worker_lists_init(void)
 		w->bell_ep = epoll_create1(EPOLL_CLOEXEC); /* never fd 0: stdin is open */
 		char name[RTE_RING_NAMESIZE];
 		snprintf(name, sizeof(name), "sluice_cmdq%u", i);
-		w->cmdq = rte_ring_create(name, 64, (int)rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+		w->cmdq = rte_ring_create(name, 64, node, RING_F_SP_ENQ | RING_F_SC_DEQ);
 		snprintf(name, sizeof(name), "sluice_inbox%u", i);
-		w->inbox = rte_ring_create(name, 4096, (int)rte_socket_id(), RING_F_SC_DEQ);
+		w->inbox = rte_ring_create(name, 4096, node, RING_F_SC_DEQ);
 		if (w->bell_ep < 0 || !w->busy || !w->parked || !w->dirty || !w->waiting || !w->dirty_ports || !w->piped ||
 		    !w->cmdq || !w->inbox)
 			return -1;
@@ -1932,7 +1964,7 @@ int worker_launch(void)
 	unsigned lc = rte_get_main_lcore();
 	for (unsigned i = 0; i < M.nworkers; i++) {
 		lc = rte_get_next_lcore(lc, 1, 0);
-		if (lc >= RTE_MAX_LCORE) {
+		if (lc >= RTE_MAX_LCORE || lc != M.workers[i].lcore) {
 			LOG("sluiced.lcores: '%s' names too few cores for %u workers (main + one per worker)",
 			    M.cfg.lcores, M.nworkers);
 			worker_stop();
@@ -2028,6 +2060,7 @@ void worker_fini(void)
 		free(w->waiting);
 		free(w->dirty_ports);
 		free(w->piped);
+		free(w->pipe_next);
 	}
 	free(M.workers);
 	M.workers = NULL;

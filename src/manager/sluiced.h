@@ -608,6 +608,7 @@ struct worker {
 	struct rte_mbuf *hout[SL_MAX_WORKERS][SL_BURST]; /* staged for other workers' inboxes */
 	uint16_t nhout[SL_MAX_WORKERS];
 	uint32_t nfs;               /* NFs it serves (control thread: placement) */
+	int32_t *pipe_next;         /* service -> its static next service (pipes_update's scratch) */
 	uint16_t *busy, *parked, *dirty, *waiting, *dirty_ports, *piped;
 	uint32_t nbusy, nparked, ndirty, nwaiting, ndirty_ports, npiped;
 	int bell_ep;                /* epoll over its NFs' TX eventfds (their doorbells) */
