@@ -513,7 +513,7 @@ static void svc_saturation(struct service *s)
 
 static inline void nf_load_check(struct nf *nf)
 {
-	uint32_t q = nf->lent + nf->nstage;
+	uint32_t q = nf->lent + nf->nstage + nf->pipe_backlog;
 	if (unlikely(!nf->overloaded && q >= nf->lend_max - nf->lend_max / 4)) {
 		nf->overloaded = true;
 		if (!nf->draining) {
@@ -1009,15 +1009,23 @@ static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
 	if (ack != down->pipe_open_epoch && ack != down->pipe_epoch)
 		return; /* it has not started on this pipe: its cons is not about this ring */
 	uint32_t c = __atomic_load_n(&pi->cons, __ATOMIC_ACQUIRE);
-	if (c == up->pok.own || unlikely(up->fault) || unlikely(!pipe_sync(up)))
+	if (unlikely(up->fault) || unlikely(!pipe_sync(up)))
 		return;
-	if (up->pipe_from >= 0)
-		pipe_account(&M.nfs[up->pipe_from], up, rt);
 	uint32_t took = c - up->pok.own;
 	if (unlikely(took > up->pok.peer - up->pok.own)) { /* back, or past what up produced */
 		nf_fault(down, NF_RING_PIPE_CONS);
 		return;
 	}
+	/* what waits in the pipe for it is its load too (backpressure), as its RX ring's would be */
+	uint32_t backlog = up->pok.peer - c;
+	if (backlog != down->pipe_backlog) {
+		down->pipe_backlog = backlog;
+		nf_load_check(down);
+	}
+	if (took == 0)
+		return;
+	if (up->pipe_from >= 0)
+		pipe_account(&M.nfs[up->pipe_from], up, rt);
 	struct region *r = M.regions[up->domain];
 	uint16_t uid = (uint16_t)(up - M.nfs), did = (uint16_t)(down - M.nfs);
 	uint64_t bytes = 0;
@@ -1237,6 +1245,8 @@ static void pipe_close_finish(struct nf *up, const struct route *rt)
 	up->pipe_to = -1;
 	up->pipe_closing = false;
 	down->pipe_from = -1;
+	down->pipe_backlog = 0;
+	nf_load_check(down);
 	for (uint32_t i = 0; i < W->npiped; i++)
 		if (W->piped[i] == (uint16_t)(up - M.nfs)) {
 			W->piped[i] = W->piped[--W->npiped];
@@ -1352,6 +1362,7 @@ static void exec_cmd(struct wcmd *c)
 		nf->pipe_to = nf->pipe_from = -1;
 		nf->pipe_kicked = false;
 		nf->pipe_closing = false;
+		nf->pipe_backlog = 0;
 		__atomic_store_n(&nf->inflight, 0, __ATOMIC_RELAXED); /* late decrements for its slot's last NF: read as >= 0 */
 		c->result = 0;
 		nf->set = NF_SET_NONE;

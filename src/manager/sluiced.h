@@ -302,6 +302,7 @@ struct nf {
 	uint32_t pipe_kick_cons;    /* its pipe consumer index when last kicked for pipe input */
 	bool pipe_kicked;
 	bool pipe_closing;          /* its reader was told to stop; finished once it acknowledges */
+	uint32_t pipe_backlog;      /* descriptors waiting for it in its pipe input (counts as load) */
 	uint64_t pipe_close_by;     /* TSC deadline for that acknowledgement (then the reader is disconnected) */
 	struct nf_stats st;
 	/* RX staging, worker only */
