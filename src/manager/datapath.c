@@ -610,6 +610,20 @@ static void hout_flush(unsigned to)
 /* Packets one port may have in flight toward its worker (its TX queue is the real bound). */
 #define HANDOFF_PORT_MAX 1024
 
+/* A packet for an NF that holds its whole lending budget: counted as its quota (nfs[].quota) when
+ * that is what bounds it, else as its full ring. */
+static void drop_over_budget(struct nf *nf, struct rte_mbuf *m)
+{
+	if (nf->lend_max < M.cfg.ring_size) {
+		W->st.quota_drops.nf++;
+		W->st.drops.quota++;
+	} else {
+		shared_add(&nf->st.drop_ring_full, 1);
+		W->st.drops.ring_full++;
+	}
+	drop(m);
+}
+
 static void handoff(unsigned to, struct rte_mbuf *m, uint8_t kind, uint16_t target, uint16_t chain, uint8_t hop,
 		    uint16_t in_port)
 {
@@ -620,14 +634,7 @@ static void handoff(unsigned to, struct rte_mbuf *m, uint8_t kind, uint16_t targ
 		struct nf *nf = &M.nfs[target];
 		int32_t fl = __atomic_load_n(&nf->inflight, __ATOMIC_RELAXED);
 		if ((uint64_t)nf->lent + (uint64_t)(fl > 0 ? fl : 0) >= nf->lend_max) {
-			if (nf->lend_max < M.cfg.ring_size) { /* its quota, as to_nf counts it */
-				W->st.quota_drops.nf++;
-				W->st.drops.quota++;
-			} else {
-				shared_add(&nf->st.drop_ring_full, 1);
-				W->st.drops.ring_full++;
-			}
-			drop(m);
+			drop_over_budget(nf, m);
 			return;
 		}
 		__atomic_fetch_add(&nf->inflight, 1, __ATOMIC_RELAXED);
@@ -687,14 +694,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 		return;
 	}
 	if (unlikely(nf->lent + nf->nstage >= nf->lend_max)) {
-		if (nf->lend_max < M.cfg.ring_size) { /* its quota (nfs[].quota), not its ring */
-			W->st.quota_drops.nf++;
-			W->st.drops.quota++;
-		} else {
-			shared_add(&nf->st.drop_ring_full, 1);
-			W->st.drops.ring_full++;
-		}
-		drop(m);
+		drop_over_budget(nf, m);
 		return;
 	}
 	if (unlikely(M.dom_held[nf->domain] >= M.dom_max[nf->domain])) { /* the domain's NFs hold its bound */

@@ -45,6 +45,17 @@ def make_packets(n=N, seed=7):
     return pkts, raws
 
 
+def stop_and_expect_pcap(sluice, out, raws):
+    """Stop sluiced (it flushes the out pcap when its port closes; every buffer must be back) and
+    check the capture holds exactly `raws`, byte for byte and in order."""
+    assert sluice.stop() == 0, sluice.log()
+    assert "mbufs not back in the pool" not in sluice.log()
+    got = [bytes(p) for p in rdpcap(str(out))]
+    assert len(got) == len(raws)
+    for i, (a, b) in enumerate(zip(raws, got)):
+        assert a == b, f"packet {i} differs or is out of order: sent {len(a)} bytes, got {len(b)}"
+
+
 @pytest.mark.parametrize("wakeup,huge", [("poll", "auto"), ("block", "auto"), ("adaptive", "auto"),
                                          ("poll", "off")], ids=["poll", "block", "adaptive", "poll-4k-pages"])
 def test_pcap_through_three_nf_chain(sluice, workdir, wakeup, huge):  # noqa: F811
@@ -91,13 +102,7 @@ def test_pcap_through_three_nf_chain(sluice, workdir, wakeup, huge):  # noqa: F8
 
     # count writes its JSON dump on exit; sluiced flushes out.pcap when its port closes.
     assert sluice.stop_nf("b") == 0, sluice.nf_log("b")
-    assert sluice.stop() == 0, sluice.log()
-    assert "mbufs not back in the pool" not in sluice.log()
-
-    got = [bytes(p) for p in rdpcap(str(out))]
-    assert len(got) == N
-    for i, (a, b) in enumerate(zip(raws, got)):
-        assert a == b, f"packet {i} differs: sent {len(a)} bytes, got {len(b)}"
+    stop_and_expect_pcap(sluice, out, raws)
 
     d = json.loads(dump.read_text())
     assert d["total_pkts"] == N and d["total_bytes"] == total_bytes, {k: d[k] for k in d if k != "flows"}

@@ -17,10 +17,10 @@ import json
 import pytest
 
 from harness import base_config, sluice, wait_until, workdir  # noqa: F401
-from test_pcap_chain import N, make_packets
+from test_pcap_chain import N, make_packets, stop_and_expect_pcap
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import rdpcap, wrpcap  # noqa: E402
+from scapy.all import wrpcap  # noqa: E402
 
 
 def two_worker_config(inp, out, **kw):
@@ -57,12 +57,7 @@ def test_packets_handed_between_workers_arrive_whole_and_in_order(sluice, workdi
         assert nf["rx_pkts"] == N and nf["tx_pkts"] == N and nf["rx_bytes"] == total, nf
     assert st["pipes"]["open"] == 0  # a and b are served by different workers: no pipe between them
     sluice.wait_pool_whole()
-    assert sluice.stop() == 0, sluice.log()
-    assert "mbufs not back in the pool" not in sluice.log()
-    got = [bytes(p) for p in rdpcap(str(out))]
-    assert len(got) == N
-    for i, (x, y) in enumerate(zip(raws, got)):
-        assert x == y, f"packet {i} differs or is out of order"
+    stop_and_expect_pcap(sluice, out, raws)
 
 
 def test_pool_audit_with_packets_between_workers(sluice, workdir):  # noqa: F811
