@@ -2,7 +2,8 @@
 """Sluice benchmark harness: scenarios 1-3 of the benchmark suite, Sluice and its peers in one run.
 
     sudo .venv/bin/python bench/run.py [SCENARIO ...] [--quick] [--runs N] ...
-    SCENARIO: chain (1: chain length 1..8, 64 and 1500 B, Mpps; "fabric" is an alias),
+    SCENARIO: chain (1: chain length 1..8, 64 and 1500 B, Mpps; Sluice with and without NF-to-NF
+              pipes, modes poll, poll+pipes, adaptive, adaptive+pipes; "fabric" is an alias),
               zeroloss (2: RFC 2544 26.1 zero-loss rate by binary search, chains of 1 and 3),
               latency (3: p50/p99/p99.9/max at 10/50/90 % of the zero-loss rate; runs in the
               zeroloss sessions, so it implies the search). Default: all three.
@@ -97,13 +98,18 @@ def wait_quiet(limit: float) -> list[str]:
 def plan(args) -> list[dict]:
     """One round: every (size, N) with the systems alternating."""
     items = []
+    # the peers sit between the Sluice modes so the systems alternate: after the first wakeup mode's
+    # items (with and without pipes, measured back to back so their ratio sees the same machine)
+    first = args.modes[0].removesuffix(sluice_fabric.PIPES_SUFFIX) if args.modes else None
+    k = 0
+    while k + 1 < len(args.modes) and args.modes[k + 1].removesuffix(sluice_fabric.PIPES_SUFFIX) == first:
+        k += 1
     for size in args.sizes:
         for n in args.nfs:
             for i, mode in enumerate(args.modes):
                 if "sluice" in args.systems:
                     items.append({"system": "sluice", "nfs": n, "size": size, "mode": mode})
-                # the peer sits between the Sluice modes so the systems alternate
-                if i == 0:
+                if i == k:
                     items += peers(args, n, size)
             if not args.modes:
                 items += peers(args, n, size)
@@ -130,7 +136,7 @@ def label(it: dict) -> str:
     sysname = {"sluice": "sluice", "testpmd-memif": "memif ", "linux-veth": "linux ", "ovs-dpdk": "ovs   "}.get(
         it["system"], it["system"])
     mode = it["mode"] or "-"
-    return f"{sysname} {it['nfs']} NF {it['size']:>4} B {mode:<8}"
+    return f"{sysname} {it['nfs']} NF {it['size']:>4} B {mode:<14}"
 
 
 def measure(it: dict, args, logdir: Path, tag: str) -> tuple[float, dict]:
@@ -209,22 +215,28 @@ def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> li
 
 
 def summary_table(results: list[dict]) -> str:
-    """Scenario 1 rows: one line per figure, Sluice's ratio to each peer."""
+    """Scenario 1 rows: one line per figure, Sluice's ratio to each peer and, for a MODE+pipes row,
+    to MODE without pipes."""
     peers_ = [("testpmd-memif", "vs memif"), ("linux-veth", "vs linux"), ("ovs-dpdk", "vs ovs")]
-    lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<8} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} "
-             + " ".join(f"{h:>8}" for _, h in peers_), "-" * 100]
+    lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<14} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} "
+             + " ".join(f"{h:>8}" for _, h in peers_) + f" {'vs no pipes':>11}", "-" * 118]
     rows = [r for r in results if r.get("scenario") in ("chain", "fabric")]
     for r in sorted(rows, key=lambda r: (r["size"], r["nfs"], SYSTEM_ORDER.get(r["system"], 9), r["mode"] or "")):
         if r["median_mpps"] is None:
-            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<8} {'failed':>8}")
+            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<14} {'failed':>8}")
             continue
         ratios = []
         for peer, _ in peers_:
             p = gen_report.find(results, peer, r["nfs"], r["size"], None) if r["system"] == "sluice" else None
             ratios.append(f"{r['median_mpps'] / p['median_mpps']:.2f}x" if p and p["median_mpps"] else "")
-        lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<8} {r['median_mpps']:>8.2f} "
+        plain = None
+        if r["system"] == "sluice" and (r["mode"] or "").endswith(sluice_fabric.PIPES_SUFFIX):
+            plain = gen_report.find(results, "sluice", r["nfs"], r["size"],
+                                    r["mode"].removesuffix(sluice_fabric.PIPES_SUFFIX))
+        ratios.append(f"{r['median_mpps'] / plain['median_mpps']:.2f}x" if plain and plain["median_mpps"] else "")
+        lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<14} {r['median_mpps']:>8.2f} "
                      f"{r['min_mpps']:>8.2f} {r['max_mpps']:>8.2f} {r['gbps_median']:>7.2f} "
-                     + " ".join(f"{x:>8}" for x in ratios))
+                     + " ".join(f"{x:>8}" for x in ratios[:-1]) + f" {ratios[-1]:>11}")
     return "\n".join(lines)
 
 
@@ -295,7 +307,10 @@ def main(argv=None) -> int:
     ap.add_argument("--peer-nfs", default=None, help="scenario 1 chain lengths for testpmd-memif and ovs-dpdk "
                     "(default: as --nfs)")
     ap.add_argument("--linux-nfs", default=None, help="scenario 1 chain lengths for linux-veth (default: as --nfs)")
-    ap.add_argument("--modes", default=None, help="scenario 1 Sluice NF wakeup modes (default poll,adaptive)")
+    ap.add_argument("--modes", default=None,
+                    help="scenario 1 Sluice modes: an NF wakeup mode (poll, adaptive, block), or MODE+pipes for the "
+                         "same with NF-to-NF pipes (sluiced.pipes); default poll,poll+pipes,adaptive,adaptive+pipes "
+                         "(--quick: poll,poll+pipes)")
     ap.add_argument("--trial-nfs", default=None, help="scenarios 2-3 chain lengths (default 1,3)")
     ap.add_argument("--trial-size", type=int, default=66,
                     help="scenarios 2-3 frame size (default 66: the smallest that holds the 24-byte stamp)")
@@ -339,15 +354,18 @@ def main(argv=None) -> int:
     args.nfs = parse_list(args.nfs or ("1" if q else "1,2,3,4,5,6,7,8"), int)
     args.peer_nfs = parse_list(args.peer_nfs, int) if args.peer_nfs else list(args.nfs)
     args.linux_nfs = parse_list(args.linux_nfs, int) if args.linux_nfs else list(args.nfs)
-    args.modes = parse_list(args.modes or ("poll" if q else "poll,adaptive"))
+    args.modes = parse_list(args.modes or ("poll,poll+pipes" if q else "poll,poll+pipes,adaptive,adaptive+pipes"))
     args.trial_nfs = parse_list(args.trial_nfs or ("1" if q else "1,3"), int)
     args.trial_duration = args.trial_duration if args.trial_duration is not None else (0.2 if q else 1.0)
     args.trial_warmup = args.trial_warmup if args.trial_warmup is not None else (0.1 if q else 0.3)
     args.latency_duration = args.latency_duration if args.latency_duration is not None else (0.2 if q else 2.0)
     args.max_trials = args.max_trials if args.max_trials is not None else (3 if q else 11)
-    for m in [*args.modes, args.trial_mode]:
-        if m not in ("poll", "adaptive", "block"):
-            ap.error(f"unknown NF wakeup mode {m!r} (poll, adaptive, block)")
+    for m in args.modes:
+        if m not in sluice_fabric.MODES:
+            ap.error(f"unknown Sluice mode {m!r} ({', '.join(sluice_fabric.MODES)})")
+    if args.trial_mode not in sluice_fabric.WAKEUPS:
+        ap.error(f"unknown NF wakeup mode {args.trial_mode!r} ({', '.join(sluice_fabric.WAKEUPS)}; "
+                 "the trial sessions run without pipes)")
     if args.runs < 1 or args.duration <= 0 or args.warmup < 0 or args.trial_duration <= 0:
         ap.error("--runs must be >= 1, --duration and --trial-duration > 0, --warmup >= 0")
     if not 66 <= args.trial_size <= 1514:
@@ -452,11 +470,13 @@ def main(argv=None) -> int:
     results = []
     for it in items:
         vals = runs[key(it)]
-        r = {"system": it["system"], "scenario": "chain", "nfs": it["nfs"], "size": it["size"], "mode": it["mode"],
-             "runs_mpps": [round(v, 4) for v in vals],
-             "median_mpps": round(statistics.median(vals), 4) if vals else None,
-             "min_mpps": round(min(vals), 4) if vals else None,
-             "max_mpps": round(max(vals), 4) if vals else None}
+        r = {"system": it["system"], "scenario": "chain", "nfs": it["nfs"], "size": it["size"], "mode": it["mode"]}
+        if it["system"] == "sluice":  # mode MODE+pipes: sluiced.pipes on
+            r["pipes"] = sluice_fabric.parse_mode(it["mode"])[1]
+        r |= {"runs_mpps": [round(v, 4) for v in vals],
+              "median_mpps": round(statistics.median(vals), 4) if vals else None,
+              "min_mpps": round(min(vals), 4) if vals else None,
+              "max_mpps": round(max(vals), 4) if vals else None}
         r["gbps_median"] = round(r["median_mpps"] * it["size"] * 8 / 1000, 3) if vals else None
         r["runs_foreign_cpu"] = foreign[key(it)]
         if key(it) in extras:
@@ -489,7 +509,9 @@ def main(argv=None) -> int:
                                              "kernel forwarding (NET_RX softirq) of the whole chain runs on core 1"},
                    "linux_veth_generator": "bench/udpgen.c: AF_PACKET, PACKET_QDISC_BYPASS, sendmmsg x64, "
                                            "1024 UDP port pairs (no pktgen in this kernel)",
-                   "sluice_pool_mbufs": 16384, "sluice_ring_size": 1024, "testpmd_total_num_mbufs": 16384},
+                   "sluice_pool_mbufs": 16384, "sluice_ring_size": 1024, "testpmd_total_num_mbufs": 16384,
+                   "sluice_pipes": "modes MODE+pipes: sluiced.pipes true, each fwd reads its upstream fwd's pipe "
+                                   "ring directly (docs/architecture.md \"Pipes\"); other modes: pipes off"},
         "results": results,
         "errors": errors,
     }

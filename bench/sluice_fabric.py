@@ -3,7 +3,9 @@
 
     sluiced   ports src (net_null0, size=B, copy=0, ingress chain "c") and dst (net_null1);
               chain c = fwd1 -> fwd2 -> ... -> fwdN, exit dst; lcores "0,1" (worker on lcore 1)
-    NFs       build/nfs/sluice-nf-fwd --service fwdK --wakeup poll|adaptive, each `taskset -c 0`
+    NFs       build/nfs/sluice-nf-fwd --service fwdK --wakeup poll|adaptive|block, each `taskset -c 0`
+    pipes     with --pipes (or a bench mode MODE+pipes, e.g. poll+pipes) sluiced.pipes is on: each fwd
+              hands its packets to the next one through its pipe ring (docs/architecture.md "Pipes")
 
 The rate is the growth of the exit port's tx_pkts (control socket `stats`) over the window.
 
@@ -11,7 +13,7 @@ Pinning on this 2-core machine: the sluiced worker owns core 1; its main lcore (
 mostly idle) and every NF share core 0. With N > 1 the NFs time-share core 0, which is the point
 of comparing poll against adaptive there.
 
-Run directly for a quick check:  bench/sluice_fabric.py --nfs 1 --size 64 --mode poll
+Run directly for a quick check:  bench/sluice_fabric.py --nfs 1 --size 64 --mode poll [--pipes]
 """
 
 from __future__ import annotations
@@ -37,6 +39,21 @@ NF_GEN = BUILD / "nfs" / "sluice-nf-gen"
 NF_SINK = BUILD / "nfs" / "sluice-nf-sink"
 NF_CORE = "0"          # taskset core of every NF
 SLUICED_LCORES = "0,1"  # main lcore 0, worker lcore 1
+# Trials: gen holds at most this many supply buffers (nfs[].quota). With its whole lending budget
+# (1024) the supply it drops queued in its TX ring ahead of every stamped packet: ~13 us at 120 kpps
+# that the peers' testers do not have (bench/notes.md "Latency: where the microseconds go").
+GEN_QUOTA = 64
+WAKEUPS = ("poll", "adaptive", "block")
+PIPES_SUFFIX = "+pipes"  # a bench mode "poll+pipes": poll NFs, sluiced.pipes on
+MODES = WAKEUPS + tuple(w + PIPES_SUFFIX for w in WAKEUPS)
+
+
+def parse_mode(mode: str) -> tuple[str, bool]:
+    """A bench mode (run.py --modes, results rows' `mode`) -> (NF wakeup mode, pipes on)."""
+    if mode not in MODES:
+        raise ValueError(f"bad Sluice mode {mode!r} (one of {', '.join(MODES)})")
+    pipes = mode.endswith(PIPES_SUFFIX)
+    return (mode[:-len(PIPES_SUFFIX)] if pipes else mode), pipes
 
 
 def check_binaries(extra=()) -> None:
@@ -48,7 +65,8 @@ def check_binaries(extra=()) -> None:
                          "or pass --systems testpmd-memif to measure only the DPDK peer")
 
 
-def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, tester: bool = False) -> dict:
+def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, tester: bool = False,
+                pipes: bool = False) -> dict:
     """The fabric set-up; with `tester` the chain is gen -> fwd1..N -> sink and the supply port
     starts without an ingress chain (trials switch it on and off)."""
     services = [f"fwd{k}" for k in range(1, nfs + 1)]
@@ -58,10 +76,10 @@ def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, teste
         src["chain"] = "c"
     return {
         "sluiced": {"pool_mbufs": mbufs, "ring_size": ring, "max_nfs": 64, "huge_pages": "auto",
-                    "lcores": SLUICED_LCORES},
+                    "lcores": SLUICED_LCORES, "pipes": pipes},
         "ports": [src, {"name": "dst", "vdev": f"net_null1,size={size},copy=0"}],
         "chains": [{"name": "c", "nfs": chain, "exit": "dst"}],
-        "nfs": [{"name": s} for s in chain],
+        "nfs": [{"name": s, "quota": GEN_QUOTA} if s == "gen" else {"name": s} for s in chain],
     }
 
 
@@ -71,11 +89,11 @@ class SluiceFabric:
     tester = False  # SluiceTrials: gen/sink around the fwd NFs
 
     def __init__(self, nfs: int = 1, size: int = 64, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice"):
+                 tag: str = "sluice", pipes: bool = False):
         check_binaries((NF_GEN, NF_SINK) if self.tester else ())
-        if mode not in ("poll", "adaptive", "block"):
+        if mode not in WAKEUPS:
             raise ValueError(f"bad wakeup mode {mode!r}")
-        self.nfs, self.size, self.mode = nfs, size, mode
+        self.nfs, self.size, self.mode, self.pipes = nfs, size, mode, pipes
         self.logdir, self.tag = logdir, tag
         self.sluiced = None
         self.sluiced_out = None
@@ -107,7 +125,7 @@ class SluiceFabric:
         self._tmp = tempfile.TemporaryDirectory(prefix="sluice-bench-")
         d = Path(self._tmp.name)
         cfg = d / "sluiced.json"
-        cfg.write_text(json.dumps(make_config(self.nfs, self.size, tester=self.tester), indent=1))
+        cfg.write_text(json.dumps(make_config(self.nfs, self.size, tester=self.tester, pipes=self.pipes), indent=1))
         self.sluiced, self.sluiced_out = spawn(
             [str(SLUICED), "--config", str(cfg), "--socket-dir", str(d)], "sluiced", logf=self._log("sluiced"))
         self.sluiced_out.wait_for(r"sluiced: ready", timeout=60)
@@ -188,14 +206,17 @@ class SluiceTrials(SluiceFabric):
     sluice-nf-sink (--measure-id 0) and sluice-nf-gen (--rate-pps R, --warmup W, --count W+C),
     switches the supply on (port_chain_set src c), waits out warm-up + trial + stragglers, switches
     it off and reads both NFs' JSON dumps. gen and sink are NFs like the ones under test: they share
-    core 0 and cost two extra hops through the worker (see bench/README.md).
+    core 0 and cost two extra hops through the worker (see bench/README.md). gen holds at most
+    GEN_QUOTA supply buffers. The sink is adaptive (awake while packets flow, asleep between trials):
+    the peers' latency ends where the packet reaches the receiver (the Linux sink's kernel receive
+    timestamp, before the sink process wakes), not after a wake-up of the receiving process.
     The trial dict has the keys every system's trial() returns (see bench/run.py).
     """
 
     tester = True
 
     def __init__(self, nfs: int = 1, size: int = 66, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice-trials", tester_wakeup: str = "block"):
+                 tag: str = "sluice-trials", tester_wakeup: str = "adaptive"):
         super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag)
         self.tester_wakeup = tester_wakeup
         self.n_trials = 0
@@ -266,12 +287,20 @@ def summarize_stats(st: dict) -> dict:
 
 
 def run_sluice(nfs: int, size: int, mode: str, warmup: float, duration: float,
-               logdir: Path | None = None, tag: str = "sluice") -> tuple[float, dict]:
-    with SluiceFabric(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag) as fab:
+               logdir: Path | None = None, tag: str = "sluice", pipes: bool = False) -> tuple[float, dict]:
+    """One measurement. `mode` is an NF wakeup mode, or a bench mode MODE+pipes (same as pipes=True)."""
+    mode, suffixed = parse_mode(mode)
+    pipes = pipes or suffixed
+    with SluiceFabric(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes) as fab:
         mpps, foreign = measure_rate(fab.delivered, warmup, duration, fab.pids())
         fab.check_alive()
-        extra = summarize_stats(fab.stats())
+        st = fab.stats()
+        extra = summarize_stats(st)
         extra["foreign_cpu"] = round(foreign, 4)
+        extra["pipes"] = st.get("pipes")
+        if pipes and nfs > 1 and not (st.get("pipes") or {}).get("open"):
+            raise BenchError(f"sluiced.pipes is on but no pipe is open between the {nfs} NFs; "
+                             f"stats.pipes: {json.dumps(st.get('pipes'))}")
         if mpps <= 0:
             raise BenchError(f"sluiced delivered no packets; stats: {json.dumps(extra)}")
         return mpps, extra
@@ -281,16 +310,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nfs", type=int, default=1)
     ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--mode", default="poll", choices=["poll", "adaptive", "block"])
+    ap.add_argument("--mode", default="poll", choices=MODES, help="NF wakeup mode; MODE+pipes = MODE with --pipes")
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--logdir", type=Path, default=None)
+    ap.add_argument("--pipes", action="store_true", help="sluiced.pipes: NF-to-NF pipes between the fwd NFs")
     ap.add_argument("--trials", action="store_true", help="one zero-loss/latency trial at --rate (gen -> N fwd -> sink)")
     ap.add_argument("--rate", type=float, default=1e6, help="offered packets per second with --trials")
     a = ap.parse_args()
     if a.logdir:
         a.logdir.mkdir(parents=True, exist_ok=True)
     if a.trials:
+        if a.pipes or a.mode not in WAKEUPS:
+            ap.error("--trials does not take pipes (the trial sessions run without them)")
         try:
             with SluiceTrials(nfs=a.nfs, size=max(a.size, 66), mode=a.mode, logdir=a.logdir) as t:
                 r = t.trial(a.rate, a.duration, a.warmup)
@@ -301,11 +333,12 @@ def main() -> int:
         print(json.dumps(r))
         return 0
     try:
-        mpps, extra = run_sluice(a.nfs, a.size, a.mode, a.warmup, a.duration, a.logdir)
+        mpps, extra = run_sluice(a.nfs, a.size, a.mode, a.warmup, a.duration, a.logdir, pipes=a.pipes)
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"sluice nfs={a.nfs} size={a.size} mode={a.mode}: {mpps:.2f} Mpps "
+    wakeup, pipes = parse_mode(a.mode)
+    print(f"sluice nfs={a.nfs} size={a.size} mode={wakeup} pipes={a.pipes or pipes}: {mpps:.2f} Mpps "
           f"({mpps * a.size * 8 / 1000:.2f} Gbps); {json.dumps(extra)}")
     return 0
 

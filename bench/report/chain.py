@@ -1,16 +1,20 @@
 """Scenario 1, chain length (`chain`; `fabric` in older files): Mpps of net_null -> N x fwd ->
-net_null per system, N and frame size: plot, table, method and reading."""
+net_null per system, N and frame size: plot, table, method and reading. Sluice rows of mode
+MODE+pipes (newer files) ran with NF-to-NF pipes: pipes_table() sets them beside MODE."""
 
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 
-from .common import (CHAIN, COLOURS, LINUX, ORDER, OVS, PEER, PEERS, SLUICE, SYSTEM_NAMES, _finish, _pyplot, _title,
-                     and_list, find, first_line, fmt, peers_in, rows_of, scenario_of, series_in, system_label)
+from .common import (CHAIN, COLOURS, LINUX, ORDER, OVS, PEER, PEERS, PIPES, SLUICE, SYSTEM_NAMES, WAKEUPS, _finish,
+                     _pyplot, _title, and_list, find, first_line, fmt, has_pipes, mode_label, peers_in, rows_of,
+                     scenario_of, series_in, system_label, wakeup_of)
 
 TARGET_RATIO = 2.0      # 1 NF, 64 B, poll: Sluice / peer
 TARGET_SIZE_GAP = 0.10  # 1500 B packet rate within 10 % of 64 B
+TARGET_PIPES = 1.5      # issue 16: chain of 3, 64 B, with pipes / without
+TARGET_PIPES_NFS = 3
 
 
 def plot_chain(data: dict, path: Path) -> bool:
@@ -36,8 +40,11 @@ def plot_chain(data: dict, path: Path) -> bool:
             ys = [r["median_mpps"] for _, r in pts]
             lo = [r["median_mpps"] - max(r.get("min_mpps") or r["median_mpps"], 1e-9) for _, r in pts]
             hi = [(r.get("max_mpps") or r["median_mpps"]) - r["median_mpps"] for _, r in pts]
-            ax.errorbar(xs, ys, yerr=[lo, hi], label=label, marker="o", markersize=4, capsize=3, linewidth=1.5,
+            ax.errorbar(xs, ys, yerr=[lo, hi], label=label, marker="s" if has_pipes(mode) else "o", markersize=4,
+                        capsize=3, linewidth=1.5, linestyle="--" if has_pipes(mode) else "-",
                         color=COLOURS.get((system, mode)))
+            if has_pipes(mode):
+                continue  # its 1-NF figure is the plain mode's (no NF-to-NF edge) and would hide it
             # the 1-NF figure, the one to compare
             ax.annotate(f"{ys[0]:.2f}" if ys[0] < 10 else f"{ys[0]:.1f}", (xs[0], ys[0]), fontsize=7,
                         xytext=(-4, 4), textcoords="offset points", ha="right", color=COLOURS.get((system, mode)))
@@ -67,7 +74,7 @@ def chain_table(res: list[dict]) -> list[str]:
         for r in group:
             system = system_label(r["system"], with_mode=False)
             if r.get("median_mpps") is None:
-                rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | failed: "
+                rows.append(f"| {n} | {size} | {system} | {mode_label(r.get('mode'))} | failed: "
                             f"{first_line(r.get('error'))} | | | |" + " |" * len(peers))
                 continue
             ratios = []
@@ -76,9 +83,56 @@ def chain_table(res: list[dict]) -> list[str]:
                 if r["system"] == SLUICE and p and p["median_mpps"]:
                     ratio = f"{r['median_mpps'] / p['median_mpps']:.2f}×"
                 ratios.append(ratio)
-            rows.append(f"| {n} | {size} | {system} | {r.get('mode') or '–'} | {fmt(r['median_mpps'])} | "
+            rows.append(f"| {n} | {size} | {system} | {mode_label(r.get('mode'))} | {fmt(r['median_mpps'])} | "
                         f"{fmt(r.get('min_mpps'))} | {fmt(r.get('max_mpps'))} | {fmt(r.get('gbps_median'))} |"
                         + "".join(f" {x} |" for x in ratios))
+    return rows
+
+
+def _pipes_pairs(res: list[dict]) -> list[tuple[int, str, int, dict | None, dict | None]]:
+    """(size, wakeup, N, row without pipes, row with pipes) for every Sluice mode measured with pipes."""
+    wakeups = sorted({wakeup_of(r.get("mode")) for r in res if r.get("system") == SLUICE and has_pipes(r.get("mode"))},
+                     key=lambda w: WAKEUPS.index(w) if w in WAKEUPS else 99)
+    out = []
+    for size in sorted({r["size"] for r in res}):
+        for w in wakeups:
+            for n in sorted({r["nfs"] for r in res if r["size"] == size}):
+                if find_any(res, n, size, w + PIPES):  # measured with pipes (figure or failure)
+                    out.append((size, w, n, find(res, SLUICE, n, size, w), find(res, SLUICE, n, size, w + PIPES)))
+    return out
+
+
+def find_any(res: list[dict], n: int, size: int, mode: str) -> dict | None:
+    """The Sluice row of (N, size, mode), failed or not."""
+    return next((r for r in res if r.get("system") == SLUICE and r.get("nfs") == n and r.get("size") == size
+                 and r.get("mode") == mode), None)
+
+
+def _range(r: dict | None) -> str:
+    return f"{fmt(r.get('min_mpps'))}–{fmt(r.get('max_mpps'))}" if r else "–"
+
+
+def pipes_table(res: list[dict]) -> list[str]:
+    """Sluice with NF-to-NF pipes beside the same wakeup mode without them, per chain length and
+    size; [] when the run has no pipes rows (older files)."""
+    pairs = _pipes_pairs(res)
+    if not pairs:
+        return []
+    rows = ["**Pipes** (issue 16): Sluice with `sluiced.pipes` on (each fwd reads the previous one's pipe ring; the "
+            "worker only accounts the buffers) beside the same NF wakeup mode without pipes, same run. Pipes open = "
+            "`stats.pipes.open` at the end of the last round (N − 1 when every edge is piped).", "",
+            "| NFs | size (B) | NF wakeup | no pipes: median Mpps | min–max | pipes: median Mpps | min–max | "
+            "pipes / no pipes | pipes open |",
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for size, w, n, a, b in pairs:
+        ratio = f"{b['median_mpps'] / a['median_mpps']:.2f}×" if a and b and a["median_mpps"] else "–"
+        failed = [r for r in (find_any(res, n, size, w), find_any(res, n, size, w + PIPES))
+                  if r and r.get("median_mpps") is None]
+        if failed:
+            ratio = "; ".join(f"{mode_label(r['mode'])} failed: {first_line(r.get('error'))}" for r in failed)
+        opened = ((b or {}).get("last_run_stats") or {}).get("pipes") or {}
+        rows.append(f"| {n} | {size} | {w} | {fmt(a and a['median_mpps'])} | {_range(a)} | "
+                    f"{fmt(b and b['median_mpps'])} | {_range(b)} | {ratio} | {opened.get('open', '–')} |")
     return rows
 
 
@@ -96,6 +150,10 @@ def chain_method(data: dict) -> list[str]:
     if SLUICE in present:
         out.append("- **Sluice**: `sluiced` with two `net_null` ports (`size=B,copy=0`); ingress port → chain of N "
                    "`sluice-nf-fwd` NFs → exit port. Rate = growth of the exit port's `tx_pkts`.")
+    if any(r.get("system") == SLUICE and has_pipes(r.get("mode")) for r in res):
+        out.append("- **Sluice with pipes** (NF wakeup `MODE, pipes`; `MODE+pipes` in the JSON): the same with "
+                   "`sluiced.pipes: true`, so each fwd hands its packets to the next through its pipe ring and the "
+                   "worker only accounts the buffers; measured right after the same mode without pipes in every round.")
     if PEER in present:
         out.append("- **testpmd + memif**: one `dpdk-testpmd` as the switch (`net_null` + one `net_memif` server "
                    "port per NF, io forwarding, chained port topology), and one `dpdk-testpmd` per NF (memif client, io "
@@ -187,7 +245,7 @@ def reading(data: dict) -> list[str]:
             out.append(f"- {SYSTEM_NAMES[system]}, 64 B → 1500 B: "
                        + "; ".join(f"{g[2]} NF {g[3]:.2f} → {g[4]:.2f} Mpps ({g[5]:+.1%})" for g in pg) + ".")
     for size in sizes:
-        for mode in ("poll", "adaptive", "block"):
+        for mode in (*WAKEUPS, *(w + PIPES for w in WAKEUPS)):
             pts = [(n, find(res, SLUICE, n, size, mode)) for n in all_ns]
             pts = [(n, r["median_mpps"]) for n, r in pts if r]
             if len(pts) > 1 and pts[0][1]:
@@ -202,6 +260,7 @@ def reading(data: dict) -> list[str]:
                 cmp_.append(f"{n} NF {b['median_mpps'] / a['median_mpps']:.2f}×")
         if cmp_:
             out.append(f"- Adaptive relative to poll, {size} B: " + ", ".join(cmp_) + ".")
+    out += pipes_reading(res)
     spreads = [((r["max_mpps"] - r["min_mpps"]) / r["median_mpps"], r) for r in res
                if r.get("median_mpps") and len(r.get("runs_mpps") or []) > 1]
     if spreads:
@@ -209,7 +268,7 @@ def reading(data: dict) -> list[str]:
         med = statistics.median(t[0] for t in spreads)
         r = worst[1]
         out.append(f"- Run-to-run spread (max − min) / median: median {med:.1%} over {len(spreads)} figures; widest "
-                   f"{worst[0]:.1%} ({'Sluice ' + r['mode'] if r['system'] == SLUICE else SYSTEM_NAMES.get(r['system'], r['system'])}, "
+                   f"{worst[0]:.1%} ({'Sluice ' + mode_label(r['mode']) if r['system'] == SLUICE else SYSTEM_NAMES.get(r['system'], r['system'])}, "
                    f"{r['nfs']} NF, {r['size']} B).")
     elif res:
         out.append("- Only one run per figure: no spread to report (use at least 5 runs for figures to quote).")
@@ -222,4 +281,36 @@ def reading(data: dict) -> list[str]:
     errs = [e for e in (data.get("errors") or []) if scenario_of(e) == CHAIN]
     if errs:
         out.append(f"- {len(errs)} measurement(s) failed in this run; see `errors` in the JSON.")
+    return out
+
+
+def pipes_reading(res: list[dict]) -> list[str]:
+    """The pipes / no pipes ratios per size and wakeup mode, and issue 16's target (chain of 3, 64 B:
+    with pipes at least 1.5x without, the best mode of each in the same run); [] without pipes rows."""
+    pairs = _pipes_pairs(res)
+    if not pairs:
+        return []
+    out = []
+    for size in sorted({p[0] for p in pairs}):
+        for w in sorted({p[1] for p in pairs if p[0] == size}, key=lambda w: WAKEUPS.index(w) if w in WAKEUPS else 99):
+            cmp_ = [f"{n} NF {b['median_mpps'] / a['median_mpps']:.2f}×" for s_, w_, n, a, b in pairs
+                    if s_ == size and w_ == w and a and b and a["median_mpps"]]
+            if cmp_:
+                out.append(f"- Pipes relative to no pipes, {w}, {size} B: " + ", ".join(cmp_) + ".")
+    n, size = TARGET_PIPES_NFS, 64
+    best = {}
+    for piped in (False, True):
+        rows = [r for r in (find(res, SLUICE, n, size, w + (PIPES if piped else "")) for w in WAKEUPS) if r]
+        best[piped] = max(rows, key=lambda r: r["median_mpps"]) if rows else None
+    a, b = best[False], best[True]
+    if a and b and a["median_mpps"]:
+        ratio = b["median_mpps"] / a["median_mpps"]
+        verdict = "met" if ratio >= TARGET_PIPES else "NOT met"
+        out.append(f"- **Target (issue 16)** (chain of {n}, {size} B, with pipes ≥ {TARGET_PIPES:g}× without; the best "
+                   f"NF wakeup mode of each, same run): **{verdict}**. With pipes {b['median_mpps']:.2f} Mpps "
+                   f"({wakeup_of(b['mode'])}) vs without {a['median_mpps']:.2f} Mpps ({a['mode']}) = {ratio:.2f}×.")
+    else:
+        out.append(f"- Target (issue 16, chain of {n} at {size} B with pipes ≥ {TARGET_PIPES:g}× without) cannot be "
+                   f"judged: no {'figure with pipes' if not b else 'figure without pipes'} for {n} NFs at {size} B "
+                   "in this run.")
     return out

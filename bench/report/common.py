@@ -24,13 +24,35 @@ SYSTEM_NAMES = {SLUICE: "Sluice", PEER: "testpmd + memif", LINUX: "Linux veth + 
                 OVS: "OVS-DPDK + testpmd (vhost-user)"}
 # the peers Sluice is compared with, in column order, with the short name used in ratio headers
 PEERS = ((PEER, "memif"), (LINUX, "Linux"), (OVS, "OVS"))
-# every plotted series: (system, mode) -> label; fixed colours so a system keeps its colour
-SERIES = (((SLUICE, "poll"), "Sluice, poll NFs"), ((SLUICE, "adaptive"), "Sluice, adaptive NFs"),
-          ((SLUICE, "block"), "Sluice, block NFs"), ((PEER, None), "testpmd + memif"),
+# Sluice's scenario 1 mode "poll+pipes": poll NFs with sluiced.pipes on (NF-to-NF pipes, issue 16)
+PIPES = "+pipes"
+WAKEUPS = ("poll", "adaptive", "block")
+# every plotted series: (system, mode) -> label; fixed colours so a system keeps its colour (a mode
+# with pipes has its wakeup mode's colour, drawn dashed)
+SERIES = (((SLUICE, "poll"), "Sluice, poll NFs"), ((SLUICE, "poll" + PIPES), "Sluice, poll NFs, pipes"),
+          ((SLUICE, "adaptive"), "Sluice, adaptive NFs"), ((SLUICE, "adaptive" + PIPES), "Sluice, adaptive NFs, pipes"),
+          ((SLUICE, "block"), "Sluice, block NFs"), ((SLUICE, "block" + PIPES), "Sluice, block NFs, pipes"),
+          ((PEER, None), "testpmd + memif"),
           ((LINUX, None), "Linux veth + netns (kernel forwarding)"), ((OVS, None), "OVS-DPDK + testpmd (vhost-user)"))
 COLOURS = {(SLUICE, "poll"): "C0", (SLUICE, "adaptive"): "C1", (SLUICE, "block"): "C4", (PEER, None): "C2",
            (LINUX, None): "C3", (OVS, None): "C5"}
+COLOURS |= {(SLUICE, w + PIPES): COLOURS[(SLUICE, w)] for w in WAKEUPS}
 ORDER = {k: i for i, (k, _) in enumerate(SERIES)}
+
+
+def has_pipes(mode) -> bool:
+    """A Sluice mode with NF-to-NF pipes on ("poll+pipes")."""
+    return isinstance(mode, str) and mode.endswith(PIPES)
+
+
+def wakeup_of(mode):
+    """The NF wakeup mode of a Sluice mode ("poll+pipes" -> "poll")."""
+    return mode[:-len(PIPES)] if has_pipes(mode) else mode
+
+
+def mode_label(mode) -> str:
+    """A Sluice mode as the tables show it: "poll", "poll, pipes"."""
+    return f"{wakeup_of(mode)}, pipes" if has_pipes(mode) else (mode or "–")
 
 CHAIN, ZEROLOSS, LATENCY = "chain", "zeroloss", "latency"
 SCENARIOS = (CHAIN, ZEROLOSS, LATENCY)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .chain import chain_method, chain_table, reading
+from .chain import chain_method, chain_table, pipes_table, reading
 from .common import (CHAIN, LATENCY, NOTES, NOTES_OVS, REPO, SCENARIOS, ZEROLOSS, _headline_line, _link, headline,
                      rows_of)
 from .density import density_section
@@ -68,6 +68,8 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
         p, d = h
         L += [_headline_line(p, d, out_dir), ""] + chain_method(d) + [""]
         L += chain_table(rows_of(d["results"], CHAIN)) + [""]
+        pt = pipes_table(rows_of(d["results"], CHAIN))
+        L += pt + [""] if pt else []
         L += _images(p, d, CHAIN, results_dir, out_dir, draw)
         L += ["### Reading", "", "Computed from the headline run's numbers:", ""] + reading(d) + [""]
     else:

@@ -31,9 +31,11 @@
 #define SL_MSG_MAX_FDS  2
 #define SL_LIVENESS_NS  1000000ull /* poll mode: check the socket every ~1 ms */
 #define SL_SPIN_CHECK   4096       /* empty polls between clock reads */
-/* Empty polls between sched_yield() calls: NFs sharing a core hand it over
- * when idle instead of spinning out their time slice (cheap when alone). */
-#define SL_YIELD_EVERY  64
+/* Empty polls between sched_yield() calls: an idle NF hands the core over at
+ * every empty poll, so NFs sharing a core (the next hop, a tester) run within
+ * microseconds instead of after its spin; alone on a core the call returns at
+ * once. 64 made a packet wait out other spinners' turns (bench/notes.md). */
+#define SL_YIELD_EVERY  1
 #define SL_YIELD_BUSY   8          /* busy bursts between sched_yield() calls */
 
 static inline void cpu_relax(void)

@@ -354,11 +354,16 @@ static void flush_nf(struct nf *nf)
 	}
 	nf->nstage = 0;
 	if (nf->wakeup != SL_WAKE_POLL && n > 0) {
+		/* Adaptive coalescing, as NICs moderate interrupts: a sleeper that was given nothing for
+		 * timeout_us is kicked at once -- its packets could only wait out the deadline alone.
+		 * Only while packets keep coming (under load) do they wait for `batch` or the deadline. */
+		uint64_t now = rte_rdtsc(), prev = nf->last_fill;
+		nf->last_fill = now;
 		if (sl_ring_needs_kick(nf->rx) && !kick_pending(nf)) {
-			uint64_t now = rte_rdtsc();
+			bool idle = !nf->first_wait && now - prev >= nf->timeout_cyc;
 			if (!nf->first_wait)
 				nf->first_wait = now;
-			if (nf_ring_rx_pending(&nf->rxk) >= nf->batch || now - nf->first_wait >= nf->timeout_cyc) {
+			if (idle || nf_ring_rx_pending(&nf->rxk) >= nf->batch || now - nf->first_wait >= nf->timeout_cyc) {
 				kick(nf);
 			} else if (!nf->waiting) {
 				nf->waiting = true;
@@ -1352,6 +1357,7 @@ static void exec_cmd(struct wcmd *c)
 		nf->nstage = 0;
 		nf->dirty = false;
 		nf->first_wait = 0;
+		nf->last_fill = 0;
 		nf->kick_pending = false;
 		nf->lent = 0;
 		nf->fault = NF_RING_OK;

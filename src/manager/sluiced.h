@@ -282,6 +282,7 @@ struct nf {
 	uint32_t lend_max;    /* TX ring size: the NF can always return what it holds */
 	uint64_t timeout_cyc;
 	uint64_t first_wait;  /* TSC when unkicked packets started waiting, 0 none */
+	uint64_t last_fill;   /* TSC when packets were last put in its RX ring (kick coalescing), 0 never */
 	/* the worker's active set (datapath.c "Active set"): worker only */
 	uint8_t set;          /* enum nf_set: which list the NF is on */
 	bool waiting;         /* on the list of sleepers with packets waiting for a kick */
