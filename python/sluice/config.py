@@ -364,6 +364,8 @@ def _chain(v, path):
 def default_sandbox(nf):
     """The sandbox of an NF entry that names none. The one place that decides it: `strict` for an
     untrusted NF (trusted: false, a private trust domain of its own), `none` otherwise."""
+    if nf.get("vm"):
+        return "none"  # a guest NF: its VM isolates it (docs/guests.md)
     return "strict" if nf.get("trusted") is False else "none"
 
 
@@ -376,7 +378,7 @@ def _sandbox(v, path):
 
 def _nf(v, path, base_dir, check_programs):
     _mapping(v, path, ["name", "program", "policy", "cpu_weight", "sandbox", "quota", "may_send",
-                       "domain", "trusted", "access", "pool_mbufs"] + list(NF_DEFAULTS))
+                       "domain", "trusted", "access", "pool_mbufs", "vm"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
@@ -440,6 +442,39 @@ def _nf(v, path, base_dir, check_programs):
         if isinstance(ms, str):
             raise ConfigError(f"{path}.may_send", f"must be any or a list of service and port names (got {ms!r})")
         out["may_send"] = [_name(x, f"{path}.may_send[{i}]") for i, x in enumerate(_list(ms, f"{path}.may_send"))]
+    out["vm"] = _vm(v.get("vm"), f"{path}.vm", out, base_dir, sandbox_given=v.get("sandbox") is not None)
+    return out
+
+
+def _vm(v, path, nf, base_dir, sandbox_given):
+    """nfs[].vm (docs/guests.md): run each instance in a KVM guest. true (defaults) or a mapping of
+    memory (MiB), vcpus, kernel, initrd. None/false: a process."""
+    if v is None or v is False:
+        return None
+    if v is True:
+        v = {}
+    _mapping(v, path, ["memory", "vcpus", "kernel", "initrd"])
+    out = {"memory": _int(v.get("memory", 256), f"{path}.memory", 64, 65536),
+           "vcpus": _int(v.get("vcpus", 1), f"{path}.vcpus", 1, 64)}
+    for k in ("kernel", "initrd"):
+        if v.get(k) is not None:
+            p = _str(v[k], f"{path}.{k}")
+            if base_dir and not os.path.isabs(p):
+                p = os.path.join(base_dir, p)
+            if not os.path.isfile(p):
+                raise ConfigError(f"{path}.{k}", f"no such file: {p}")
+            out[k] = p
+    if nf["sandbox"] == "strict" and not sandbox_given:
+        nf["sandbox"] = "none"  # trusted: false: the VM is its sandbox (default_sandbox)
+    if nf["sandbox"] == "strict":
+        raise ConfigError(f"{path}", "sandbox: strict is for NF processes; a guest NF is isolated by its VM "
+                                     "(set sandbox: none)")
+    if nf["access"] == "ro":
+        raise ConfigError(f"{path}", "access: ro is not supported for guest NFs (QEMU maps the region "
+                                     "read-write)")
+    if nf["program"] not in BUILTIN_NFS:
+        raise ConfigError(f"{path}", f"program {nf['program']!r}: a guest runs the built-in NFs its image "
+                                     "carries (scripts/guest-image.sh)")
     return out
 
 
@@ -624,6 +659,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
         out["sluiced"]["attach"] = "token"
     for nf in out["nfs"]:
         nf.pop("program_path", None)
+        nf.pop("vm", None)  # the supervisor's business: sluiced sees the guest's NF like any other
         ms = nf.get("may_send", [])
         if ms != "any":
             nf["may_send"] = {"services": [x for x in ms if x in services],

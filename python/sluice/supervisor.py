@@ -37,6 +37,7 @@ import time
 from .cgroups import CgroupError, CpuWeights
 
 from . import config as sconfig
+from . import guests
 from . import sandbox
 from .client import Client, SluiceError
 
@@ -291,6 +292,49 @@ class NfSlot:
                 "log": self.log_path, "held": self.held}
 
 
+class GuestSlot(NfSlot):
+    """An NF in a KVM guest (docs/guests.md): the process supervised is its QEMU, started after sluiced
+    prepared the guest's memory and channel; the guest powers off when the NF exits, so QEMU's exit
+    status is the NF's (restarts as for a process)."""
+
+    def __init__(self, name, nf, guest_argv, guest_env, log_path, ctl, kernel, initrd):
+        super().__init__(name, nf, [guests.qemu_binary()], {}, log_path)
+        self.vm = nf["vm"]
+        self.guest_argv = guest_argv
+        self.guest_env = guest_env
+        self.ctl = ctl
+        self.kernel, self.initrd = kernel, initrd
+
+    def start(self):
+        try:
+            with Client(self.ctl, timeout=5.0) as c:
+                prep = c.call("guest_prepare", name=self.name, service=self.service)
+        except SluiceError as e:
+            raise OSError(f"sluiced guest_prepare: {e}") from None
+        self.argv = guests.qemu_argv(prep, self.vm, self.kernel, self.initrd, self.guest_argv, self.guest_env,
+                                     self.name)
+        with open(self.log_path, "ab") as lf:
+            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name} in a KVM guest "
+                     f"({self.vm['memory']} MiB, {self.vm['vcpus']} vCPU): {' '.join(self.guest_argv)}\n".encode())
+            lf.flush()
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
+                                         process_group=0, preexec_fn=_child_setup, close_fds=True)
+        self.starttime = proc_starttime(self.proc.pid)
+        self.started_at = time.monotonic()
+        self.next_start = None
+        self.state = "running"
+
+    def describe(self, rc):
+        if rc is None and self.start_error:
+            return f"could not be started ({self.start_error})"
+        return "(its QEMU) " + describe_status(rc)
+
+    def to_state(self):
+        st = super().to_state()
+        st["vm"] = dict(self.vm)
+        return st
+
+
 # --------------------------------------------------------------- supervisor
 
 class Supervisor:
@@ -307,6 +351,8 @@ class Supervisor:
         self.ready_timeout = ready_timeout
         self.attach_timeout = attach_timeout
         self.sluiced_bin, self.builtins = find_binaries(cfg, build_dir)
+        # the build tree sluiced came from: guest NFs boot its guest/ image (docs/guests.md)
+        self.build_dir = os.path.dirname(os.path.dirname(os.path.dirname(self.sluiced_bin)))
         self.sluiced = None
         self.sluiced_starttime = None
         self.sluiced_log = os.path.join(self.log_dir, "sluiced.log")
@@ -436,6 +482,15 @@ class Supervisor:
         })
         for var in ("SLUICE_NF_FD", "SLUICE_NF_SANDBOX"):  # only a strict slot's start() sets them
             env.pop(var, None)
+        if nf.get("vm"):
+            genv = {k: v for k, v in env.items() if k.startswith("SLUICE_NF_")}
+            genv["SLUICE_NF_SOCKET"] = "guest"
+            try:
+                kernel, initrd = guests.image_paths(nf["vm"], self.build_dir)
+            except guests.GuestError as e:
+                raise SupervisorError(f"NF {name}: {e}") from None
+            return GuestSlot(name, nf, [f"{guests.GUEST_BIN}/sluice-nf-{nf['program']}"] + list(nf["args"]), genv,
+                             os.path.join(self.log_dir, f"{name}.log"), self.ctl, kernel, initrd)
         argv = [nf_program(nf, self.builtins)] + list(nf["args"])
         uid = None
         if nf.get("sandbox", sconfig.default_sandbox(nf)) == "strict":

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,9 @@
  * once. 64 made a packet wait out other spinners' turns (bench/notes.md). */
 #define SL_YIELD_EVERY  1
 #define SL_YIELD_BUSY   8          /* busy bursts between sched_yield() calls */
+/* A guest NF without a doorbell (docs/guests.md "Wakeups") naps this long when block/adaptive would
+ * sleep: the manager cannot kick it, so it never announces sleep (need_kick) and looks again. */
+#define SL_GUEST_NAP_NS 50000ull
 
 static inline void cpu_relax(void)
 {
@@ -75,6 +79,8 @@ struct sl_nf {
 	uint32_t pipe_fence;         /* read pipe_in only once our RX consumer index reached this */
 	int pipe_fence_ok;           /* ... which it has (older packets came through the RX ring) */
 	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX]; /* copied from it at attach */
+	int guest;                   /* attached through the guest transport (guest.c) */
+	struct sl_guest_devs gdev;
 	struct sl_nf_config cfg;
 	struct sl_nf_stats stats;
 	struct sl_region region[SL_REGIONS];
@@ -141,6 +147,11 @@ static int recv_msg(int sock, struct sl_msg *m, int *fds, int *nfds, uint64_t de
 			.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
 		};
 		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0 && errno == ENOTSOCK) { /* the guest's virtio-serial port: bytes only */
+			mh.msg_controllen = 0;
+			mh.msg_flags = 0;
+			n = read(sock, (char *)m + got, SL_MSG_SIZE - got);
+		}
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
 				continue;
@@ -188,6 +199,8 @@ static int send_msg(int sock, const struct sl_msg *m)
 	size_t off = 0;
 	while (off < SL_MSG_SIZE) {
 		ssize_t n = send(sock, (const char *)m + off, SL_MSG_SIZE - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == ENOTSOCK) /* the guest's virtio-serial port */
+			n = write(sock, (const char *)m + off, SL_MSG_SIZE - off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -337,6 +350,7 @@ static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
 	if (nf == NULL)
 		return NULL;
 	nf->sock = nf->rx_efd = nf->tx_efd = -1;
+	nf->gdev.port_fd = nf->gdev.rings_fd = nf->gdev.region_fd = nf->gdev.pipes_fd = -1;
 	nf->cfg = *cfg;
 	return nf;
 }
@@ -346,6 +360,9 @@ static void nf_free(struct sl_nf *nf)
 {
 	if (nf->sock >= 0)
 		close(nf->sock);
+	if (nf->guest)
+		nf->gdev.port_fd = -1; /* that was nf->sock */
+	sl__guest_close(&nf->gdev);
 	if (nf->rx_efd >= 0)
 		close(nf->rx_efd);
 	if (nf->tx_efd >= 0)
@@ -383,6 +400,45 @@ static int build_init(const struct sl_nf_config *cfg, struct sl_msg *m)
 	return sl_msg_check(m, sizeof(*m), 0, SL_MSG_INIT);
 }
 
+/* In a guest the manager sends ADD_REGION, ADD_RING and ADD_PIPE without fds: what a process would
+ * receive is an ivshmem BAR here (a dup of its sysfs resource fd), and the eventfds are local ones
+ * (the manager cannot reach them: docs/guests.md "Wakeups"). Fills fds/nfds as recv_msg would. */
+static int guest_fds(struct sl_nf *nf, const struct sl_msg *m, int *fds, int *nfds)
+{
+	if (*nfds != 0 || m->magic != SL_ABI_MAGIC)
+		return SL_OK; /* sl_msg_check says what is wrong */
+	int src = -1;
+	switch (m->type) {
+	case SL_MSG_ADD_REGION:
+		if (m->u.add_region.index != nf->gdev.hdr.region_index)
+			return SL_ERR_MAP;
+		src = nf->gdev.region_fd;
+		break;
+	case SL_MSG_ADD_RING:
+		src = nf->gdev.rings_fd;
+		break;
+	case SL_MSG_ADD_PIPE:
+		if (nf->gdev.pipes_fd < 0)
+			return SL_ERR_MAP;
+		src = nf->gdev.pipes_fd;
+		break;
+	default:
+		return SL_OK;
+	}
+	if ((fds[0] = fcntl(src, F_DUPFD_CLOEXEC, 0)) < 0)
+		return SL_ERR_NOMEM;
+	*nfds = 1;
+	if (m->type == SL_MSG_ADD_RING) {
+		if ((fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+			close(fds[0]);
+			*nfds = 0;
+			return SL_ERR_NOMEM;
+		}
+		*nfds = 2;
+	}
+	return SL_OK;
+}
+
 /* The handshake after connect. Returns SL_OK or an enum sl_err; on a protocol
  * error detected locally it has already told the manager why. */
 static int handshake(struct sl_nf *nf, uint64_t deadline)
@@ -407,6 +463,8 @@ static int handshake(struct sl_nf *nf, uint64_t deadline)
 	for (;;) {
 		if ((err = recv_msg(nf->sock, &m, fds, &nfds, deadline)) != SL_OK)
 			return err;
+		if (nf->guest && (err = guest_fds(nf, &m, fds, &nfds)) != SL_OK)
+			goto reject;
 		if ((err = sl_msg_check(&m, sizeof(m), nfds, 0)) != SL_OK)
 			goto reject;
 		switch (m.type) {
@@ -501,7 +559,17 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 		return -SL_ERR_NOMEM;
 	}
 
-	if (fd >= 0) {
+	/* docs/guests.md: SLUICE_NF_SOCKET=guest, or no socket here but a "sluice" virtio-serial port */
+	int guest = fd < 0 && (strcmp(cfg->socket_path, "guest") == 0 ||
+			       (access(cfg->socket_path, F_OK) != 0 && sl__guest_present()));
+	if (guest) {
+		nf->guest = 1;
+		if ((err = sl__guest_open(&nf->gdev)) == SL_OK) {
+			nf->sock = nf->gdev.port_fd;
+			err = handshake(nf, deadline);
+		}
+		saved_errno = errno;
+	} else if (fd >= 0) {
 		nf->sock = fd;
 		if (take_sock_fd(fd) < 0) {
 			saved_errno = errno;
@@ -676,6 +744,14 @@ static uint32_t pipe_read(struct sl_nf *nf, struct sl_desc *d, uint32_t max)
 static int block_rx(struct sl_nf *nf)
 {
 	int rc = 0;
+	if (nf->guest) { /* no doorbell: nap, then look again (docs/guests.md "Wakeups") */
+		struct pollfd pfd = { .fd = nf->sock, .events = POLLIN };
+		struct timespec nap = { .tv_sec = 0, .tv_nsec = SL_GUEST_NAP_NS };
+		nf->stats.sleeps++;
+		if (ppoll(&pfd, 1, &nap, NULL) > 0 && pfd.revents)
+			rc = socket_event(nf);
+		return rc;
+	}
 	if (!sl_ring_prepare_sleep(nf->rx))
 		return 0; /* something arrived meanwhile */
 	if (pipe_pending(nf)) { /* the manager kicks a sleeper for its pipe too; no need to sleep */

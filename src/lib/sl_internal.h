@@ -16,4 +16,20 @@ __attribute__((visibility("hidden"))) int sl__name_ok(const char *s, size_t max)
  * Returns 0 or a negative errno. */
 __attribute__((visibility("hidden"))) int sl__sandbox_strict(int sock);
 
+/* The guest transport (guest.c, docs/guests.md): the virtio-serial port and the ivshmem devices. */
+#include "sluice/guest.h"
+struct sl_guest_devs {
+	int port_fd;    /* the "sluice" virtio-serial port: the attach protocol, without fds */
+	int rings_fd;   /* sysfs resource2 of the rings device (header at 0) */
+	int region_fd;  /* ... of the device tagged with the header's region nonce */
+	int pipes_fd;   /* ... of the pipes device, -1: none */
+	struct sl_guest_header hdr; /* a private copy, read once */
+};
+/* 1 if this is a guest with a virtio-serial port named "sluice". */
+__attribute__((visibility("hidden"))) int sl__guest_present(void);
+/* Find and open the port and devices. Returns SL_OK or an enum sl_err (printed to stderr); on error
+ * nothing stays open. */
+__attribute__((visibility("hidden"))) int sl__guest_open(struct sl_guest_devs *g);
+__attribute__((visibility("hidden"))) void sl__guest_close(struct sl_guest_devs *g);
+
 #endif /* SLUICE_INTERNAL_H */

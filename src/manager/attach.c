@@ -95,40 +95,61 @@ void attach_accept(void)
 			close(fd);
 			continue;
 		}
-		int slot = find_free_slot();
-		if (slot < 0) {
-			LOG("nf socket: refused pid %d: all %u NF slots in use", (int)cr.pid, M.max_nfs);
-			send_disconnect(fd, SL_ERR_LIMIT, "too many NFs (sluiced.max_nfs)");
-			close(fd);
-			continue;
-		}
-		struct nf *nf = &M.nfs[slot];
-		memset(nf, 0, offsetof(struct nf, rx));
-		nf->state = NF_HELLO;
-		nf->sock = fd;
-		nf->ring_fd = nf->rx_kick_fd = nf->tx_kick_fd = -1;
-		nf->pid = cr.pid;
-		nf->uid = cr.uid;
-		nf->deadline_ms = now_ms() + ATTACH_TIMEOUT_MS;
-		snprintf(nf->name, sizeof(nf->name), "(pid %d)", (int)cr.pid);
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
-					  .data.u64 = ((uint64_t)EP_NF << 32) | (uint32_t)slot };
-		epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
-		struct sl_msg m;
-		sl_msg_init(&m, SL_MSG_HELLO);
-		m.u.hello.max_nfs = M.max_nfs;
-		m.u.hello.ring_size = M.cfg.ring_size;
-		snprintf(m.u.hello.manager, sizeof(m.u.hello.manager), "sluiced " SLUICED_VERSION);
-		if (send_msg(fd, &m, NULL, 0) < 0)
-			nf_detach(nf, 0, "hello failed");
+		attach_open(fd, 0);
 	}
+}
+
+int attach_open(int fd, int guest)
+{
+	struct ucred cr = { 0 };
+	socklen_t crl = sizeof(cr);
+	getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl); /* a guest's: its QEMU */
+	int slot = find_free_slot();
+	if (slot < 0) {
+		LOG("nf socket: refused pid %d: all %u NF slots in use", (int)cr.pid, M.max_nfs);
+		send_disconnect(fd, SL_ERR_LIMIT, "too many NFs (sluiced.max_nfs)");
+		close(fd);
+		return -1;
+	}
+	struct nf *nf = &M.nfs[slot];
+	memset(nf, 0, offsetof(struct nf, rx));
+	nf->state = NF_HELLO;
+	nf->sock = fd;
+	nf->guest = guest;
+	nf->ring_fd = nf->rx_kick_fd = nf->tx_kick_fd = -1;
+	nf->pid = cr.pid;
+	nf->uid = cr.uid;
+	/* a guest's NF says INIT once the guest has booted: the deadline starts then (guest_accept is
+	 * at QEMU's start), so a guest gets its boot time on top */
+	nf->deadline_ms = now_ms() + (guest ? GUEST_BOOT_TIMEOUT_MS : 0) + ATTACH_TIMEOUT_MS;
+	snprintf(nf->name, sizeof(nf->name), "(pid %d)", (int)cr.pid);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.u64 = ((uint64_t)EP_NF << 32) | (uint32_t)slot };
+	epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
+	struct sl_msg m;
+	sl_msg_init(&m, SL_MSG_HELLO);
+	m.u.hello.max_nfs = M.max_nfs;
+	m.u.hello.ring_size = M.cfg.ring_size;
+	snprintf(m.u.hello.manager, sizeof(m.u.hello.manager), "sluiced " SLUICED_VERSION);
+	if (send_msg(fd, &m, NULL, 0) < 0) {
+		nf_detach(nf, 0, "hello failed");
+		return -1;
+	}
+	return slot;
 }
 
 /* Create the NF's shared rings and eventfds. Returns 0 or an enum sl_err. */
 static int nf_rings_create(struct nf *nf)
 {
+	struct guest *g = guest_get(nf->guest);
+	if (g) /* its rings are in the memory its QEMU maps (guest.c) */
+		guest_adopt_rings(nf, g);
+	else if (nf->guest)
+		return SL_ERR_SHUTDOWN; /* released meanwhile */
 	uint32_t slots = M.cfg.ring_size;
 	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(slots), 4096);
+	if (g)
+		goto info;
 	nf->ring_map_size = 2 * one + NFINFO_BYTES;
 	/* Sealed at its size: an NF that could shrink the memfd would kill sluiced with SIGBUS on its
 	 * next access (and F_SEAL_SEAL: it cannot add seals of its own either). */
@@ -146,6 +167,7 @@ static int nf_rings_create(struct nf *nf)
 	sl_ring_init(nf->rx, slots);
 	sl_ring_init(nf->tx, slots);
 	nf->info = (struct sl_nf_info *)((uint8_t *)nf->ring_map + 2 * one);
+info:;
 	char names[SL_MAX_PORTS][SL_NAME_MAX];
 	for (uint32_t i = 0; i < M.nports && i < SL_MAX_PORTS; i++)
 		snprintf(names[i], SL_NAME_MAX, "%s", M.ports[i].name);
@@ -160,7 +182,7 @@ static int nf_rings_create(struct nf *nf)
 
 static void nf_rings_destroy(struct nf *nf)
 {
-	if (nf->ring_map)
+	if (nf->ring_map && nf->ring_fd >= 0) /* a guest's rings stay with its slot */
 		munmap(nf->ring_map, nf->ring_map_size);
 	nf->ring_map = NULL;
 	nf->rx = nf->tx = NULL;
@@ -190,6 +212,15 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 			nf_detach(nf, SL_ERR_NAME, "an NF with this name is attached");
 			return;
 		}
+	}
+	struct guest *gs = guest_get(nf->guest);
+	if (nf->guest && (!gs || strcmp(gs->name, in->name) || strcmp(gs->service, in->service))) {
+		char why[SL_REASON_MAX + 2 * SL_NAME_MAX];
+		snprintf(why, sizeof(why), "this guest channel is for NF %s of service %s", gs ? gs->name : "(released)",
+			 gs ? gs->service : "-");
+		snprintf(nf->name, sizeof(nf->name), "%s", in->name);
+		nf_detach(nf, SL_ERR_PERM, why);
+		return;
 	}
 	int ci = config_service_index(&M.cfg, in->service); /* -1: a service the config does not name */
 	if (M.cfg.attach_token) { /* docs/abi.md "Service tokens" */
@@ -240,14 +271,16 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 						       .buf_count = reg->nbufs, .buf_size = reg->buf_size,
 						       .headroom = reg->headroom,
 						       .flags = nf->ro ? SL_REGION_F_RO : 0 };
-	int ok = send_msg(nf->sock, &out, nf->ro ? &reg->ro_fd : &reg->fd, 1) == 0;
+	/* a guest gets no fds: the same memory is its ivshmem BARs (guest.c) */
+	int ok = send_msg(nf->sock, &out, nf->ro ? &reg->ro_fd : &reg->fd, gs ? 0 : 1) == 0;
 	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(M.cfg.ring_size), 4096);
 	for (uint32_t dir = 0; ok && dir < 2; dir++) {
 		sl_msg_init(&out, SL_MSG_ADD_RING);
-		out.u.add_ring = (struct sl_msg_add_ring){ .offset = dir * one, .map_size = nf->ring_map_size,
+		out.u.add_ring = (struct sl_msg_add_ring){ .offset = gs ? (dir ? gs->tx_off : gs->rx_off) : dir * one,
+							   .map_size = nf->ring_map_size,
 							   .index = 0, .dir = dir, .size = M.cfg.ring_size };
 		int fds[2] = { nf->ring_fd, dir == SL_RING_RX ? nf->rx_kick_fd : nf->tx_kick_fd };
-		ok = send_msg(nf->sock, &out, fds, 2) == 0;
+		ok = send_msg(nf->sock, &out, fds, gs ? 0 : 2) == 0;
 	}
 	/* Pipes (docs/abi.md "Pipes"): an rw NF whose SDK takes them gets its domain's pipe area */
 	nf->po = NULL;
@@ -260,7 +293,7 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		sl_msg_init(&out, SL_MSG_ADD_PIPE);
 		out.u.add_pipe = (struct sl_msg_add_pipe){ .map_size = wr->pipe_bytes, .out_offset = off,
 							   .size = M.cfg.ring_size };
-		ok = send_msg(nf->sock, &out, &wr->pipe_fd, 1) == 0;
+		ok = send_msg(nf->sock, &out, &wr->pipe_fd, gs ? 0 : 1) == 0;
 	}
 	struct wcmd c = { .type = WCMD_NF_ADD, .nf = (uint32_t)(nf - M.nfs) };
 	nf->worker = worker_for_service(nf->service); /* for good: its rings have one reader */
@@ -273,7 +306,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		nf->state = NF_ATTACHED;
 		sl_msg_init(&out, SL_MSG_CONNECTED);
 		out.u.connected = (struct sl_msg_connected){ .nf_id = c.nf, .service_id = nf->service,
-							     .port_count = M.nports, .info_offset = 2 * one,
+							     .port_count = M.nports,
+							     .info_offset = gs ? gs->info_off : 2 * one,
 							     .info_size = NFINFO_BYTES };
 		ok = send_msg(nf->sock, &out, NULL, 0) == 0;
 	}
@@ -281,8 +315,8 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		nf_detach(nf, 0, "attach messages could not be sent");
 		return;
 	}
-	LOG("nf %s attached: id %u, service %s, pid %d, wakeup %s", nf->name, c.nf,
-	    M.services[nf->service].name, (int)nf->pid, wake_name(nf->wakeup));
+	LOG("nf %s attached: id %u, service %s, %s %d, wakeup %s", nf->name, c.nf,
+	    M.services[nf->service].name, gs ? "in a guest, QEMU pid" : "pid", (int)nf->pid, wake_name(nf->wakeup));
 }
 
 void attach_event(struct nf *nf, uint32_t events)

@@ -227,6 +227,7 @@ static json_t *j_nfs(void)
 		json_object_set_new(j, "domain", json_string(M.regions[nf->domain]->name));
 		json_object_set_new(j, "access", json_string(nf->ro ? "ro" : "rw"));
 		json_object_set_new(j, "worker", json_integer(nf->worker));
+		json_object_set_new(j, "guest", json_boolean(nf->guest != 0)); /* pid: its QEMU's */
 		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
 	}
@@ -798,12 +799,28 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 		return cmd_pool_audit();
 	if (!strcmp(c, "test_hook"))
 		return cmd_test_hook(req);
+	if (!strcmp(c, "guest_prepare") || !strcmp(c, "guest_release")) { /* docs/guests.md */
+		json_t *n = json_object_get(req, "name"), *sv = json_object_get(req, "service");
+		char err[256];
+		if (!json_is_string(n))
+			return error("%s: field 'name': missing or not a string", c);
+		if (!strcmp(c, "guest_release"))
+			return guest_release(json_string_value(n), err, sizeof(err)) < 0 ? error("%s", err)
+											  : json_pack("{s:b}", "ok", 1);
+		if (!json_is_string(sv))
+			return error("guest_prepare: field 'service': missing or not a string");
+		json_t *r = guest_prepare(json_string_value(n), json_string_value(sv), err, sizeof(err));
+		return r ? r : error("%s", err);
+	}
+	if (!strcmp(c, "guests"))
+		return ok_with("guests", guest_list());
 	if (!strcmp(c, "shutdown")) {
 		*shutdown = true;
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
-		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, shutdown)", c);
+		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, "
+		     "guests, guest_prepare, guest_release, shutdown)", c);
 }
 
 static int reply(struct ctl_conn *c, json_t *resp)

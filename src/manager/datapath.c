@@ -1381,10 +1381,13 @@ static void exec_cmd(struct wcmd *c)
 		nf->overloaded = false;
 		svc_saturation(s);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = c->nf }; /* doorbells() */
-		if (epoll_ctl(W->bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0)
+		/* A guest NF cannot ring the eventfd (docs/guests.md "Wakeups"): never parked */
+		nf->bell = !nf->guest;
+		if (nf->bell && epoll_ctl(W->bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0) {
 			LOG("worker: NF %s: cannot watch its doorbell: %s (it is never parked)", nf->name,
 			    strerror(errno));
-		nf->bell = true;
+			nf->bell = false;
+		}
 		nf->active = true;
 		nf->draining = false;
 		pipes_update(M.route);

@@ -151,6 +151,7 @@ static void control_loop(void)
 			case EP_NF: attach_event(&M.nfs[idx], evs[i].events); break;
 			case EP_CTL: ctl_event((void *)(uintptr_t)idx, evs[i].events); break;
 			case EP_FAULT: attach_faults(); break;
+			case EP_GUEST_LISTEN: guest_accept(idx); break;
 			}
 		}
 		uint64_t now = now_ms();
@@ -329,6 +330,7 @@ out:
 	for (uint32_t i = 0; M.nfs && i < M.max_nfs; i++)
 		nf_detach(&M.nfs[i], SL_ERR_SHUTDOWN, "sluiced is shutting down");
 	worker_stop();
+	guest_release_all();
 	ctl_close_all();
 	if (M.ctl_listen >= 0) {
 		close(M.ctl_listen);

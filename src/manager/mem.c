@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <linux/memfd.h>
@@ -57,6 +58,31 @@ static void collect_mbuf(struct rte_mempool *mp, void *arg, void *obj, unsigned 
 	c->n++;
 }
 
+int memfd_export(int fd, size_t data_size, bool huge, uint32_t kind, uint32_t index, size_t *file_size,
+		 uint64_t *nonce)
+{
+	size_t page = huge ? HUGE_2M : 4096u;
+	uint64_t bar = sl_guest_bar_bytes(data_size);
+	if (bar < page)
+		bar = page;
+	uint64_t n = 0;
+	while (n == 0 && getrandom(&n, sizeof(n), 0) != sizeof(n))
+		n = 0;
+	if (ftruncate(fd, (off_t)bar) < 0)
+		return -1;
+	/* the tag in the last 4 KiB: map the last page (a huge page on hugetlbfs, which has no write()) */
+	uint8_t *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(bar - page));
+	if (p == MAP_FAILED)
+		return -1;
+	struct sl_guest_tag t = { .magic = SL_GUEST_TAG_MAGIC, .kind = kind, .nonce = n, .data_size = data_size,
+				  .index = index };
+	memcpy(p + page - SL_GUEST_TAG_PAGE, &t, sizeof(t));
+	munmap(p, page);
+	*file_size = (size_t)bar;
+	*nonce = n;
+	return 0;
+}
+
 size_t region_bytes(uint32_t mbufs, uint32_t data_room, bool huge)
 {
 	size_t page = huge ? HUGE_2M : 4096u;
@@ -84,8 +110,10 @@ int region_create(struct region *r, uint8_t index, const char *name, uint32_t mb
 		    strerror(errno));
 		return -1;
 	}
-	if (ftruncate(r->fd, (off_t)r->size) < 0) {
-		LOG("region %u (%s): ftruncate(%zu) failed: %s", index, name, r->size, strerror(errno));
+	/* The file is a power of two bytes with a tagged last page, so a KVM guest can map it as an
+	 * ivshmem BAR (docs/guests.md); sluiced and process NFs map only the buffers. */
+	if (memfd_export(r->fd, r->size, huge, SL_GUEST_TAG_REGION, index, &r->file_size, &r->nonce) < 0) {
+		LOG("region %u (%s): sizing the memfd for %zu bytes failed: %s", index, name, r->size, strerror(errno));
 		goto fail;
 	}
 	/* Every NF of the domain gets this fd: sealed at its size, since an NF that shrank it would kill

@@ -28,7 +28,9 @@ int pipe_area_create(struct region *r, uint32_t slots, uint32_t ring_size)
 	snprintf(name, sizeof(name), "sluice-pipes-%s", r->name);
 	/* sealed at its size, like the rings: an NF that shrank it would kill sluiced with SIGBUS */
 	r->pipe_fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (r->pipe_fd < 0 || ftruncate(r->pipe_fd, (off_t)r->pipe_bytes) < 0 ||
+	if (r->pipe_fd < 0 ||
+	    memfd_export(r->pipe_fd, r->pipe_bytes, false, SL_GUEST_TAG_PIPES, r->index, &r->pipe_file_size,
+			 &r->pipe_nonce) < 0 ||
 	    fcntl(r->pipe_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		LOG("domain %s: pipe area of %zu bytes: %s", r->name, r->pipe_bytes, strerror(errno));
 		pipe_area_destroy(r);

@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "sluice/abi.h"
+#include "sluice/guest.h"
 #include "lend.h"
 #include "nfring.h"
 #include "pktkey.h"
@@ -166,10 +167,20 @@ struct region {
 	 * the domain's rw NFs whose SDK takes pipes. */
 	int pipe_fd;
 	uint8_t *pipe_base;
-	size_t pipe_bytes;   /* whole memfd */
+	size_t pipe_bytes;   /* the pipe rings (the memfd is pipe_file_size: guest export) */
+	size_t pipe_file_size;
+	uint64_t pipe_nonce;
+	/* guest export (docs/guests.md): the memfd is file_size bytes, a power of two, with a
+	 * struct sl_guest_tag carrying `nonce` in its last 4 KiB */
+	size_t file_size;
+	uint64_t nonce;
 	size_t pipe_slot;    /* bytes per NF id */
 };
 
+/* Size memfd `fd` to the power of two a guest's ivshmem BAR needs for `data_size` bytes, and write a
+ * struct sl_guest_tag (kind, index, a fresh random nonce) in its last 4 KiB. 0, or -1 with errno. */
+int memfd_export(int fd, size_t data_size, bool huge, uint32_t kind, uint32_t index, size_t *file_size,
+		 uint64_t *nonce);
 /* Bytes of a region of `mbufs` buffers of `data_room` bytes each plus headroom (whole pages). */
 size_t region_bytes(uint32_t mbufs, uint32_t data_room, bool huge);
 /* Create region `index` of domain `name`: memfd + mbuf pool of `mbufs` buffers with `data_room`
@@ -266,6 +277,7 @@ struct nf {
 	char name[SL_NAME_LEN];
 	pid_t pid;
 	uid_t uid;
+	int guest;            /* 0: a process; g + 1: the NF of guest slot g (guest.c) */
 	uint8_t wakeup;
 	uint32_t batch, timeout_us;
 	uint16_t service;
@@ -701,6 +713,35 @@ void worker_fault_ack(void);
 /* attach.c */
 int attach_listen(void);
 void attach_accept(void);
+/* Take connection fd as a new NF in HELLO state (guest: its guest slot + 1, else 0); sends HELLO.
+ * Returns the NF slot, or -1 (fd closed). */
+int attach_open(int fd, int guest);
+
+/* guest.c: NFs in KVM guests (docs/guests.md) */
+#define SL_MAX_GUESTS 64
+#define GUEST_BOOT_TIMEOUT_MS 60000 /* QEMU connects at its start; the NF's INIT comes after the boot */
+struct guest {
+	bool used;
+	char name[SL_NAME_MAX], service[SL_NAME_MAX];
+	uint8_t domain;
+	int ring_fd;          /* header page, RX ring, TX ring, info page; a power of two bytes */
+	void *ring_map;
+	size_t ring_map_size;
+	size_t rx_off, tx_off, info_off;
+	int listen_fd;        /* the channel socket QEMU's virtio-serial chardev connects to */
+	char sock_path[108];
+	int nf;               /* NF slot of its connection, -1: none yet */
+};
+/* Make (or reset, for a new QEMU) guest `name` of `service`. Returns the control reply (what QEMU
+ * must map, the channel socket), or NULL with err set. */
+json_t *guest_prepare(const char *name, const char *service, char *err, size_t errlen);
+/* Teardown twin of guest_prepare: refused while its NF is attached. 0 or -1 with err set. */
+int guest_release(const char *name, char *err, size_t errlen);
+void guest_release_all(void);
+void guest_accept(uint32_t idx);
+struct guest *guest_get(int slot); /* nf->guest -> its guest, NULL: none */
+void guest_adopt_rings(struct nf *nf, struct guest *g);
+json_t *guest_list(void);
 void attach_event(struct nf *nf, uint32_t events);
 void attach_check_timeouts(uint64_t now_ms);
 /* Disconnect the NFs the worker caught breaking the ring protocol (SL_ERR_RING). */
@@ -741,7 +782,7 @@ static inline uint64_t now_ms(void)
 }
 
 /* epoll tags */
-enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT };
+enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT, EP_GUEST_LISTEN };
 struct ep_tag { enum ep_kind kind; void *ptr; };
 
 #define LOG(fmt, ...) fprintf(stderr, "sluiced: " fmt "\n", ##__VA_ARGS__)

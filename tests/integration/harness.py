@@ -35,6 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
 SLUICED = BUILD / "src" / "manager" / "sluiced"
 NF_BINS = {k: BUILD / "nfs" / f"sluice-nf-{k}" for k in ("fwd", "reflect", "count", "gen", "sink")}
+# the guest image `make guest-image` builds (docs/guests.md): guest NFs boot it under QEMU/KVM
+GUEST_KERNEL = BUILD / "guest" / "vmlinuz"
+GUEST_INITRD = BUILD / "guest" / "initrd.img"
 
 SL_MAGIC = 0x534C4345
 SL_VERSION = 1
@@ -341,6 +344,27 @@ class Sluice:
         old = self.nfs.get(name)
         if old is not None and old.poll() is None:
             raise AssertionError(f"NF {name} already running")
+        self.nfs[name] = p
+        if wait:
+            self.wait_attached(name, timeout=timeout)
+        return p
+
+    def start_guest_nf(self, kind, name, service=None, wakeup="poll", extra=(), wait=True, timeout=60.0,
+                       memory=256):
+        """The NF `sluice-nf-KIND` in a KVM guest (docs/guests.md): sluiced prepares the guest, QEMU boots
+        the image with its memory as ivshmem devices; the QEMU process stands for the NF in self.nfs."""
+        from sluice import guests
+        for f in (GUEST_KERNEL, GUEST_INITRD):
+            assert f.is_file(), f"{f} missing: run `make guest-image`"
+        prep = self.ok("guest_prepare", name=name, service=service or name)
+        gargv = [f"{guests.GUEST_BIN}/sluice-nf-{kind}", "--socket", "guest", "--name", name,
+                 "--service", service or name, "--wakeup", wakeup] + [str(a) for a in extra]
+        argv = guests.qemu_argv(prep, {"memory": memory, "vcpus": 1}, str(GUEST_KERNEL), str(GUEST_INITRD),
+                                gargv, {}, name)
+        logf = open(self.dir / f"nf-{name}.log", "ab")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        logf.close()
         self.nfs[name] = p
         if wait:
             self.wait_attached(name, timeout=timeout)

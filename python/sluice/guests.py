@@ -1,0 +1,89 @@
+"""NFs in KVM guests (docs/guests.md): the QEMU command line for a guest NF.
+
+sluiced makes the guest's slot (`guest_prepare`): what QEMU must map (the NF's rings, its domain's
+packet region and pipe area, as /proc/<sluiced>/fd/<n> paths of memfds) and the UNIX socket its
+virtio-serial port "sluice" connects to. The guest image (scripts/guest-image.sh, build/guest/)
+boots to /init, which runs the program named by `sluice.argv=` with the environment of
+`sluice.env=` and powers the guest off when it exits: the QEMU process lives exactly as long as the
+NF, so the supervisor restarts it like a process.
+"""
+
+import base64
+import os
+import shutil
+
+DEFAULT_MEMORY_MB = 256
+DEFAULT_VCPUS = 1
+GUEST_DIR = "guest"  # under the build directory: vmlinuz, initrd.img
+GUEST_BIN = "/usr/bin"  # where the image keeps the NF programs
+
+
+class GuestError(Exception):
+    pass
+
+
+def qemu_binary():
+    q = shutil.which("qemu-system-x86_64")
+    if not q:
+        raise GuestError("qemu-system-x86_64 not found (Debian package qemu-system-x86; `make deps`)")
+    return q
+
+
+def accel():
+    """"kvm" or "tcg" (SLUICE_GUEST_ACCEL overrides). KVM needs /dev/kvm of a kernel that runs stock
+    guests: a host whose /dev/kvm is PVM (kvm_pvm, pagetable-based nested virtualization, as on our
+    CI machines) boots only PVM-built guest kernels, and Debian's kernel hangs in its real-mode setup
+    there, so such a host runs guests under TCG, QEMU's emulator (correct, much slower)."""
+    want = os.environ.get("SLUICE_GUEST_ACCEL", "auto")
+    if want in ("kvm", "tcg"):
+        return want
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK) or os.path.isdir("/sys/module/kvm_pvm"):
+        return "tcg"
+    return "kvm"
+
+
+def accel_args(which=None):
+    which = which or accel()
+    if which == "kvm":
+        return ["-enable-kvm", "-cpu", "host"]
+    return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+
+def image_paths(vm, build_dir):
+    """(kernel, initrd) of a normalized `vm:` entry: its own, or the image `make guest-image` built."""
+    kernel = vm.get("kernel") or (os.path.join(build_dir, GUEST_DIR, "vmlinuz") if build_dir else None)
+    initrd = vm.get("initrd") or (os.path.join(build_dir, GUEST_DIR, "initrd.img") if build_dir else None)
+    for what, p in (("kernel", kernel), ("initrd", initrd)):
+        if not p or not os.path.isfile(p):
+            raise GuestError(f"guest {what} {p or '(none)'} not found: run `make guest-image` "
+                             f"or set vm.{what}")
+    return kernel, initrd
+
+
+def _b64_nul(items):
+    return base64.b64encode(b"\0".join(s.encode() for s in items)).decode()
+
+
+def qemu_argv(prep, vm, kernel, initrd, guest_argv, guest_env, name):
+    """The QEMU command for guest NF `name`: `prep` is sluiced's guest_prepare reply, guest_argv the NF
+    program and its arguments as seen inside the guest, guest_env its SLUICE_* variables."""
+    mem = vm.get("memory", DEFAULT_MEMORY_MB)
+    append = " ".join([
+        "console=ttyS0", "quiet", "loglevel=3", "panic=-1",
+        f"sluice.name={name}",
+        f"sluice.argv={_b64_nul(guest_argv)}",
+        f"sluice.env={_b64_nul(f'{k}={v}' for k, v in guest_env.items())}",
+    ])
+    argv = [qemu_binary(), "-name", f"sluice-{name}"] + accel_args() + [
+            "-m", str(mem), "-smp", str(vm.get("vcpus", DEFAULT_VCPUS)),
+            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", append]
+    # the guest's memory shares nothing; only the ivshmem devices below map sluiced's memfds
+    for m in prep["memory"]:
+        mid = f"sl-{m['id']}"
+        argv += ["-object", f"memory-backend-file,id={mid},mem-path={m['path']},size={m['size']},share=on",
+                 "-device", f"ivshmem-plain,memdev={mid}"]
+    argv += ["-device", "virtio-serial-pci",
+             "-chardev", f"socket,id=sl-chan,path={prep['channel']}",
+             "-device", "virtserialport,chardev=sl-chan,name=sluice"]
+    return argv

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Guest NFs (docs/guests.md): an NF inside a KVM guest. Before its QEMU starts, `guest_prepare`
+ * makes the guest's slot: the NF's rings (with a struct sl_guest_header in the first page) in a
+ * memfd of a power-of-two size QEMU maps as an ivshmem BAR, and a UNIX socket that QEMU's
+ * virtio-serial chardev connects to. Whatever connects there runs the attach protocol of abi.h as
+ * that guest, for that name and service only, and gets its rings, its domain's region and pipe area
+ * as offsets in BARs instead of fds. Teardown twin: guest_release.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <rte_common.h>
+
+#include "sluice/guest.h"
+#include "sluice/ring.h"
+#include "nfinfo.h"
+#include "sluiced.h"
+
+static struct guest guests[SL_MAX_GUESTS];
+
+struct guest *guest_get(int slot)
+{
+	return slot >= 1 && slot <= SL_MAX_GUESTS && guests[slot - 1].used ? &guests[slot - 1] : NULL;
+}
+
+static struct guest *guest_find(const char *name)
+{
+	for (unsigned i = 0; i < SL_MAX_GUESTS; i++)
+		if (guests[i].used && !strcmp(guests[i].name, name))
+			return &guests[i];
+	return NULL;
+}
+
+/* Its NF slot still belongs to it (the slot of an NF that left may serve another NF by now). */
+static bool guest_busy(const struct guest *g)
+{
+	return g->nf >= 0 && M.nfs[g->nf].state != NF_FREE && M.nfs[g->nf].guest == (int)(g - guests) + 1;
+}
+
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= SL_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '_' || s[i] == '-' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+/* Undo guest_create, step by step; safe on a partly made guest. */
+static void guest_destroy(struct guest *g)
+{
+	if (g->listen_fd >= 0) {
+		epoll_ctl(M.epfd, EPOLL_CTL_DEL, g->listen_fd, NULL);
+		close(g->listen_fd);
+		unlink(g->sock_path);
+	}
+	if (g->ring_map)
+		munmap(g->ring_map, g->ring_map_size);
+	if (g->ring_fd >= 0)
+		close(g->ring_fd);
+	memset(g, 0, sizeof(*g));
+	g->ring_fd = g->listen_fd = -1;
+}
+
+/* Write the rings device's header and empty rings (again on every prepare: a new QEMU). */
+static void guest_reset(struct guest *g)
+{
+	const struct region *reg = M.regions[g->domain];
+	memset(g->ring_map, 0, g->info_off + NFINFO_BYTES);
+	struct sl_guest_header h = { .magic = SL_GUEST_MAGIC, .version = SL_ABI_VERSION,
+				     .bar_size = g->ring_map_size, .region_nonce = reg->nonce,
+				     .pipes_nonce = reg->pipe_base ? reg->pipe_nonce : 0,
+				     .region_index = reg->index, .ring_slots = M.cfg.ring_size };
+	snprintf(h.name, sizeof(h.name), "%s", g->name);
+	snprintf(h.service, sizeof(h.service), "%s", g->service);
+	memcpy(g->ring_map, &h, sizeof(h));
+	sl_ring_init((struct sl_ring *)((uint8_t *)g->ring_map + g->rx_off), M.cfg.ring_size);
+	sl_ring_init((struct sl_ring *)((uint8_t *)g->ring_map + g->tx_off), M.cfg.ring_size);
+}
+
+static int guest_create(struct guest *g, const char *name, const char *service, uint8_t domain, char *err,
+			size_t errlen)
+{
+	memset(g, 0, sizeof(*g));
+	g->ring_fd = g->listen_fd = -1;
+	g->used = true;
+	g->nf = -1;
+	g->domain = domain;
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	snprintf(g->service, sizeof(g->service), "%s", service);
+	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(M.cfg.ring_size), 4096);
+	g->rx_off = 4096; /* the header page first */
+	g->tx_off = g->rx_off + one;
+	g->info_off = g->tx_off + one;
+	uint64_t bar = 4096;
+	while (bar < g->info_off + NFINFO_BYTES)
+		bar <<= 1;
+	g->ring_map_size = (size_t)bar;
+	g->ring_fd = memfd_create("sluice-guest-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (g->ring_fd < 0 || ftruncate(g->ring_fd, (off_t)bar) < 0 ||
+	    fcntl(g->ring_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 || fchmod(g->ring_fd, 0600) < 0) {
+		snprintf(err, errlen, "guest %s: ring memory: %s", name, strerror(errno));
+		goto fail;
+	}
+	g->ring_map = mmap(NULL, bar, PROT_READ | PROT_WRITE, MAP_SHARED, g->ring_fd, 0);
+	if (g->ring_map == MAP_FAILED) {
+		g->ring_map = NULL;
+		snprintf(err, errlen, "guest %s: ring memory map: %s", name, strerror(errno));
+		goto fail;
+	}
+	guest_reset(g);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int pl = snprintf(g->sock_path, sizeof(g->sock_path), "%s/guest-%s.sock", M.sock_dir, name);
+	if (pl < 0 || (size_t)pl >= sizeof(a.sun_path)) {
+		snprintf(err, errlen, "guest %s: channel socket path too long", name);
+		goto fail;
+	}
+	memcpy(a.sun_path, g->sock_path, (size_t)pl + 1);
+	unlink(g->sock_path);
+	g->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (g->listen_fd < 0 || bind(g->listen_fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    chmod(g->sock_path, 0600) < 0 || listen(g->listen_fd, 4) < 0) {
+		snprintf(err, errlen, "guest %s: channel socket %s: %s", name, g->sock_path, strerror(errno));
+		goto fail;
+	}
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = ((uint64_t)EP_GUEST_LISTEN << 32) | (uint32_t)(g - guests) };
+	if (epoll_ctl(M.epfd, EPOLL_CTL_ADD, g->listen_fd, &ev) < 0) {
+		snprintf(err, errlen, "guest %s: epoll: %s", name, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	guest_destroy(g);
+	return -1;
+}
+
+static json_t *mem_entry(const char *id, int fd, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), fd);
+	return json_pack("{s:s,s:s,s:I}", "id", id, "path", path, "size", (json_int_t)size);
+}
+
+json_t *guest_prepare(const char *name, const char *service, char *err, size_t errlen)
+{
+	if (!name_ok(name)) {
+		snprintf(err, errlen, "guest_prepare: field 'name': expected 1-31 characters of [A-Za-z0-9_.-]");
+		return NULL;
+	}
+	if (!name_ok(service)) {
+		snprintf(err, errlen, "guest_prepare: field 'service': expected 1-31 characters of [A-Za-z0-9_.-]");
+		return NULL;
+	}
+	int ci = config_service_index(&M.cfg, service);
+	if (ci < 0 && M.cfg.attach_token) {
+		snprintf(err, errlen, "guest_prepare: service '%s' is not in sluiced's config", service);
+		return NULL;
+	}
+	if (ci >= 0 && M.cfg.service_ro[ci]) {
+		snprintf(err, errlen, "guest_prepare: service '%s' has access: ro, which guest NFs do not support "
+			 "(QEMU maps the region read-write)", service);
+		return NULL;
+	}
+	uint8_t domain = ci >= 0 ? M.cfg.service_domain[ci] : 0;
+	struct guest *g = guest_find(name);
+	if (g) {
+		if (guest_busy(g)) {
+			snprintf(err, errlen, "guest_prepare: guest %s is still attached (its QEMU still runs?)", name);
+			return NULL;
+		}
+		if (strcmp(g->service, service) || g->domain != domain) {
+			snprintf(err, errlen, "guest_prepare: guest %s was prepared for service %s; guest_release it first",
+				 name, g->service);
+			return NULL;
+		}
+		guest_reset(g);
+	} else {
+		for (unsigned i = 0; i < SL_MAX_GUESTS && !g; i++)
+			if (!guests[i].used)
+				g = &guests[i];
+		if (!g) {
+			snprintf(err, errlen, "guest_prepare: all %d guest slots in use", SL_MAX_GUESTS);
+			return NULL;
+		}
+		if (guest_create(g, name, service, domain, err, errlen) < 0)
+			return NULL;
+		LOG("guest %s prepared: service %s, domain %s, rings %zu KiB, channel %s", name, service,
+		    M.regions[domain]->name, g->ring_map_size >> 10, g->sock_path);
+	}
+	const struct region *reg = M.regions[domain];
+	json_t *mem = json_array();
+	json_array_append_new(mem, mem_entry("rings", g->ring_fd, g->ring_map_size));
+	json_array_append_new(mem, mem_entry("region", reg->fd, reg->file_size));
+	if (reg->pipe_base)
+		json_array_append_new(mem, mem_entry("pipes", reg->pipe_fd, reg->pipe_file_size));
+	return json_pack("{s:b,s:s,s:s,s:s,s:s,s:b,s:o}", "ok", 1, "name", g->name, "service", g->service, "domain",
+			 reg->name, "channel", g->sock_path, "huge", reg->huge, "memory", mem);
+}
+
+int guest_release(const char *name, char *err, size_t errlen)
+{
+	struct guest *g = guest_find(name);
+	if (!g) {
+		snprintf(err, errlen, "guest_release: no guest named '%s'", name);
+		return -1;
+	}
+	if (guest_busy(g)) {
+		snprintf(err, errlen, "guest_release: guest %s is attached (stop its QEMU first)", name);
+		return -1;
+	}
+	guest_destroy(g);
+	LOG("guest %s released", name);
+	return 0;
+}
+
+void guest_release_all(void)
+{
+	for (unsigned i = 0; i < SL_MAX_GUESTS; i++)
+		if (guests[i].used)
+			guest_destroy(&guests[i]);
+}
+
+void guest_accept(uint32_t idx)
+{
+	if (idx >= SL_MAX_GUESTS || !guests[idx].used)
+		return;
+	struct guest *g = &guests[idx];
+	for (;;) {
+		int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (guest_busy(g)) {
+			LOG("guest %s: refused a second channel connection (one QEMU per guest)", g->name);
+			close(fd);
+			continue;
+		}
+		int slot = attach_open(fd, (int)idx + 1);
+		g->nf = slot;
+	}
+}
+
+void guest_adopt_rings(struct nf *nf, struct guest *g)
+{
+	nf->ring_fd = -1; /* the guest's: stays across attaches */
+	nf->ring_map = g->ring_map;
+	nf->ring_map_size = g->ring_map_size;
+	nf->rx = (struct sl_ring *)((uint8_t *)g->ring_map + g->rx_off);
+	nf->tx = (struct sl_ring *)((uint8_t *)g->ring_map + g->tx_off);
+	sl_ring_init(nf->rx, M.cfg.ring_size);
+	sl_ring_init(nf->tx, M.cfg.ring_size);
+	nf->info = (struct sl_nf_info *)((uint8_t *)g->ring_map + g->info_off);
+}
+
+json_t *guest_list(void)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; i < SL_MAX_GUESTS; i++) {
+		struct guest *g = &guests[i];
+		if (!g->used)
+			continue;
+		bool att = guest_busy(g) && M.nfs[g->nf].state == NF_ATTACHED;
+		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:s,s:b,s:i}", "name", g->name, "service", g->service,
+						   "domain", M.regions[g->domain]->name, "channel", g->sock_path,
+						   "attached", att, "pid", att ? (int)M.nfs[g->nf].pid : 0));
+	}
+	return a;
+}
