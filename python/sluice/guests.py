@@ -60,6 +60,48 @@ def image_paths(vm, build_dir):
     return kernel, initrd
 
 
+def _newc(name, mode, data=b"", ino=1):
+    name_b = name.encode() + b"\0"
+    hdr = "070701" + "".join(f"{v:08x}" for v in (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0,
+                                                       len(name_b), 0))
+    out = hdr.encode() + name_b
+    out += b"\0" * (-len(out) % 4) + data
+    return out + b"\0" * (-len(out) % 4)
+
+
+def files_cpio(paths):
+    """A newc cpio archive of the given host files at the same absolute paths (with their directories).
+    Linux unpacks every cpio of an initrd made of several, so this, appended to the image's, puts an
+    NF's rule files where its arguments name them (docs/guests.md "Files")."""
+    out, dirs, ino = b"", set(), 1
+    for p in paths:
+        p = os.path.abspath(p)
+        parts = p.strip("/").split("/")
+        for i in range(1, len(parts)):
+            d = "/".join(parts[:i])
+            if d not in dirs:
+                dirs.add(d)
+                ino += 1
+                out += _newc(d, 0o40755, ino=ino)
+        ino += 1
+        with open(p, "rb") as f:
+            out += _newc(p.strip("/"), 0o100644, f.read(), ino=ino)
+    return out + _newc("TRAILER!!!", 0, ino=0)
+
+
+def guest_initrd(base, argv, out_path):
+    """The initrd for a guest NF: `base` plus the host files its arguments name, if any (written to
+    out_path; else base itself). Output files an NF writes in a guest stay there."""
+    files = [a for a in argv[1:] if a.startswith("/") and os.path.isfile(a)]
+    if not files:
+        return base
+    with open(out_path, "wb") as o, open(base, "rb") as b:
+        shutil.copyfileobj(b, o)
+        o.write(b"\0" * (-o.tell() % 4))
+        o.write(files_cpio(files))
+    return out_path
+
+
 def _b64_nul(items):
     return base64.b64encode(b"\0".join(s.encode() for s in items)).decode()
 

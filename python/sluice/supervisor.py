@@ -311,7 +311,8 @@ class GuestSlot(NfSlot):
                 prep = c.call("guest_prepare", name=self.name, service=self.service)
         except SluiceError as e:
             raise OSError(f"sluiced guest_prepare: {e}") from None
-        self.argv = guests.qemu_argv(prep, self.vm, self.kernel, self.initrd, self.guest_argv, self.guest_env,
+        initrd = guests.guest_initrd(self.initrd, self.guest_argv, self.log_path + ".initrd")
+        self.argv = guests.qemu_argv(prep, self.vm, self.kernel, initrd, self.guest_argv, self.guest_env,
                                      self.name)
         with open(self.log_path, "ab") as lf:
             lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name} in a KVM guest "

@@ -99,6 +99,26 @@ void attach_accept(void)
 	}
 }
 
+/* QEMU of guest slot idx connected its virtio-serial channel (guest.c): that connection is the
+ * guest NF's attach socket. */
+void attach_guest_accept(uint32_t idx)
+{
+	struct guest *g = guest_get((int)idx + 1);
+	if (!g)
+		return;
+	for (;;) {
+		int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (guest_busy(g)) {
+			LOG("guest %s: refused a second channel connection (one QEMU per guest)", g->name);
+			close(fd);
+			continue;
+		}
+		g->nf = attach_open(fd, (int)idx + 1);
+	}
+}
+
 int attach_open(int fd, int guest)
 {
 	struct ucred cr = { 0 };

@@ -43,7 +43,7 @@ static struct guest *guest_find(const char *name)
 }
 
 /* Its NF slot still belongs to it (the slot of an NF that left may serve another NF by now). */
-static bool guest_busy(const struct guest *g)
+bool guest_busy(const struct guest *g)
 {
 	return g->nf >= 0 && M.nfs[g->nf].state != NF_FREE && M.nfs[g->nf].guest == (int)(g - guests) + 1;
 }
@@ -233,25 +233,6 @@ void guest_release_all(void)
 	for (unsigned i = 0; i < SL_MAX_GUESTS; i++)
 		if (guests[i].used)
 			guest_destroy(&guests[i]);
-}
-
-void guest_accept(uint32_t idx)
-{
-	if (idx >= SL_MAX_GUESTS || !guests[idx].used)
-		return;
-	struct guest *g = &guests[idx];
-	for (;;) {
-		int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		if (guest_busy(g)) {
-			LOG("guest %s: refused a second channel connection (one QEMU per guest)", g->name);
-			close(fd);
-			continue;
-		}
-		int slot = attach_open(fd, (int)idx + 1);
-		g->nf = slot;
-	}
 }
 
 void guest_adopt_rings(struct nf *nf, struct guest *g)

@@ -738,7 +738,9 @@ json_t *guest_prepare(const char *name, const char *service, char *err, size_t e
 /* Teardown twin of guest_prepare: refused while its NF is attached. 0 or -1 with err set. */
 int guest_release(const char *name, char *err, size_t errlen);
 void guest_release_all(void);
-void guest_accept(uint32_t idx);
+bool guest_busy(const struct guest *g); /* its NF slot is in use by its NF */
+/* attach.c: QEMU of guest slot idx connected to the guest's channel socket */
+void attach_guest_accept(uint32_t idx);
 struct guest *guest_get(int slot); /* nf->guest -> its guest, NULL: none */
 void guest_adopt_rings(struct nf *nf, struct guest *g);
 json_t *guest_list(void);

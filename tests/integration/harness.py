@@ -359,8 +359,8 @@ class Sluice:
         prep = self.ok("guest_prepare", name=name, service=service or name)
         gargv = [f"{guests.GUEST_BIN}/sluice-nf-{kind}", "--socket", "guest", "--name", name,
                  "--service", service or name, "--wakeup", wakeup] + [str(a) for a in extra]
-        argv = guests.qemu_argv(prep, {"memory": memory, "vcpus": 1}, str(GUEST_KERNEL), str(GUEST_INITRD),
-                                gargv, {}, name)
+        initrd = guests.guest_initrd(str(GUEST_INITRD), gargv, str(self.dir / f"{name}.initrd"))
+        argv = guests.qemu_argv(prep, {"memory": memory, "vcpus": 1}, str(GUEST_KERNEL), initrd, gargv, {}, name)
         logf = open(self.dir / f"nf-{name}.log", "ab")
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                              start_new_session=True)

@@ -8,13 +8,14 @@ QEMU/KVM, attached through ivshmem devices and a virtio-serial channel.
 - control errors name the problem (bad names, ro services, a second channel connection).
 """
 
+import json
 import os
 import signal
-import time
+import subprocess
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, net, sluice, wait_until, workdir  # noqa: F401
 from test_pcap_chain import make_packets, stop_and_expect_pcap
 
 scapy = pytest.importorskip("scapy.all")
@@ -140,3 +141,64 @@ def test_guest_control_errors(sluice, workdir):  # noqa: F811
     assert not os.path.exists(r["channel"])
     e = sluice.request("guest_release", name="a0")
     assert not e["ok"] and "no guest named" in e["error"], e
+
+
+FW_RULES = """\
+default drop
+allow in lan proto icmp name ping
+allow in lan proto tcp dport 80 name web
+allow in lan proto tcp dport 5201 name iperf
+"""
+
+
+def fw_between_namespaces(net, sluice, where):  # noqa: F811
+    """Two namespaces joined only through sluiced: lan -> [fw] -> wan and back, the firewall NF as a
+    process or in a guest. Returns what the client saw of ping, two web ports and iperf3."""
+    from harness import sh
+    cli, srv = "slt-gfc", "slt-gfs"
+    net.add_ns(cli)
+    net.add_ns(srv)
+    net.add_veth("slt-gfc0", "slt-gfc1", peer_ns=cli, peer_addr="10.81.0.1/24")
+    net.add_veth("slt-gfs0", "slt-gfs1", peer_ns=srv, peer_addr="10.81.0.2/24")
+    sluice.start(base_config(
+        ports=[{"name": "lan", "vdev": "net_af_packet0,iface=slt-gfc0", "chain": "l2w"},
+               {"name": "wan", "vdev": "net_af_packet1,iface=slt-gfs0", "chain": "w2l"}],
+        chains=[{"name": "l2w", "nfs": ["fw"], "exit": "wan"}, {"name": "w2l", "nfs": ["fw"], "exit": "lan"}],
+        pool_mbufs=4096))
+    rules = sluice.dir / "fw.rules"
+    rules.write_text(FW_RULES)
+    if where == "guest":
+        sluice.start_guest_nf("firewall", "fw", wakeup="adaptive", extra=["--config", rules])
+    else:
+        import harness
+        harness.NF_BINS.setdefault("firewall", harness.BUILD / "nfs" / "sluice-nf-firewall")
+        sluice.start_nf("firewall", "fw", wakeup="adaptive", extra=["--config", rules])
+    www = sluice.dir / "www"
+    www.mkdir()
+    (www / "index.html").write_text("hello through sluice\n")
+    for port in (80, 8081):
+        net.popen(["python3", "-m", "http.server", port, "--bind", "10.81.0.2", "--directory", www], ns=srv,
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    net.popen(["iperf3", "-s", "-1", "-B", "10.81.0.2", "-p", "5201"], ns=srv, stdout=subprocess.DEVNULL,
+              stderr=subprocess.DEVNULL)
+    wait_until(lambda: all(p in sh("ss", "-ltn", ns=srv).stdout for p in (":80 ", ":8081 ", ":5201 ")), 10,
+               "servers listening")
+    out = {}
+    out["ping"] = sh("ping", "-c", "3", "-i", "0.2", "-W", "5", "10.81.0.2", ns=cli, check=False).returncode == 0
+    web = sh("curl", "-s", "-m", "10", "http://10.81.0.2/", ns=cli, check=False)
+    out["web"] = web.stdout.strip() if web.returncode == 0 else f"curl exit {web.returncode}"
+    blocked = sh("curl", "-s", "-m", "3", "http://10.81.0.2:8081/", ns=cli, check=False)
+    out["blocked"] = blocked.returncode  # 28: timed out (the SYN was dropped)
+    ip = sh("iperf3", "-c", "10.81.0.2", "-p", "5201", "-t", "2", "-J", ns=cli, check=False, timeout=60)
+    out["iperf3"] = ip.returncode == 0 and json.loads(ip.stdout)["end"]["sum_received"]["bytes"] > 0
+    c = sluice.nf("fw")["counters"]
+    out["rules_hit"] = {k: c.get(f"rule.{k}", 0) > 0 for k in ("ping", "web", "iperf")}
+    return out
+
+
+@pytest.mark.parametrize("where", ["process", "guest"])
+def test_firewall_between_namespaces(net, sluice, where):  # noqa: F811
+    """ping, curl and iperf3 through the firewall NF: the same results as a process and in a guest."""
+    got = fw_between_namespaces(net, sluice, where)
+    assert got == {"ping": True, "web": "hello through sluice", "blocked": 28, "iperf3": True,
+                   "rules_hit": {"ping": True, "web": True, "iperf": True}}, got
