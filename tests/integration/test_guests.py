@@ -202,3 +202,38 @@ def test_firewall_between_namespaces(net, sluice, where):  # noqa: F811
     got = fw_between_namespaces(net, sluice, where)
     assert got == {"ping": True, "web": "hello through sluice", "blocked": 28, "iperf3": True,
                    "rules_hit": {"ping": True, "web": True, "iperf": True}}, got
+
+
+# `sluice up` with a guest NF: nfs[].vm
+from test_cli import NULL_PORTS, _api, _state, real_build, up  # noqa: E402,F401
+
+VM_FWD = NULL_PORTS + """\
+chains:
+  - {name: c, nfs: [count, fwd], exit: dst}
+nfs:
+  - {name: count, program: count, wakeup: adaptive}
+  - {name: fwd, program: fwd, wakeup: adaptive, vm: {memory: 192}}
+"""
+
+
+def test_sluice_up_with_a_guest_nf(up, run_sluice, socket_dir):  # noqa: F811
+    r = up(VM_FWD)
+    assert r.returncode == 0, r.stderr
+    assert "2 NF(s) attached (count.0 fwd.0)" in r.stdout, r.stdout
+    st = _state(socket_dir)
+    fwd = next(n for n in st["nfs"] if n["name"] == "fwd.0")
+    assert fwd["vm"] == {"memory": 192, "vcpus": 1}, fwd
+    nfs = {n["name"]: n for n in _api(socket_dir, "nfs")["nfs"]}
+    assert nfs["fwd.0"]["guest"] is True and nfs["fwd.0"]["pid"] == fwd["pid"]  # its QEMU
+    assert nfs["count.0"]["guest"] is False
+    with open(f"/proc/{fwd['pid']}/cmdline", "rb") as f:
+        assert b"qemu-system-x86_64" in f.read()
+    # traffic crosses the guest
+    t0 = nfs["fwd.0"]["rx_pkts"]
+    assert wait_until(lambda: _api(socket_dir, "nfs")["nfs"] and
+                      {n["name"]: n for n in _api(socket_dir, "nfs")["nfs"]}["fwd.0"]["rx_pkts"] > t0 + 1000,
+                      20, "packets through the guest NF")
+    s = run_sluice("status", "--socket-dir", socket_dir)
+    assert s.returncode == 0 and "fwd.0" in s.stdout, s.stdout + s.stderr
+    d = run_sluice("down", "--socket-dir", socket_dir)
+    assert d.returncode == 0, d.stderr
