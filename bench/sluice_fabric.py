@@ -89,11 +89,13 @@ class SluiceFabric:
     tester = False  # SluiceTrials: gen/sink around the fwd NFs
 
     def __init__(self, nfs: int = 1, size: int = 64, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice", pipes: bool = False):
+                 tag: str = "sluice", pipes: bool = False, guests: frozenset = frozenset()):
         check_binaries((NF_GEN, NF_SINK) if self.tester else ())
         if mode not in WAKEUPS:
             raise ValueError(f"bad wakeup mode {mode!r}")
         self.nfs, self.size, self.mode, self.pipes = nfs, size, mode, pipes
+        self.guests = frozenset(guests)  # NF numbers (1..nfs) that run in a guest (docs/guests.md)
+        self.attach_s: dict = {}         # NF number -> seconds from QEMU's start to attached
         self.logdir, self.tag = logdir, tag
         self.sluiced = None
         self.sluiced_out = None
@@ -131,11 +133,29 @@ class SluiceFabric:
         self.sluiced_out.wait_for(r"sluiced: ready", timeout=60)
         self.ctl = Ctl(d / "ctl.sock")
         for k in range(1, self.nfs + 1):
+            if k in self.guests:
+                continue
             argv = ["taskset", "-c", NF_CORE, str(NF_FWD), "--socket", str(d / "nf.sock"),
                     "--name", f"fwd{k}.0", "--service", f"fwd{k}", "--wakeup", self.mode]
             proc, out = spawn(argv, f"sluice-nf-fwd fwd{k}.0", logf=self._log(f"fwd{k}"))
             self.nf_procs.append((proc, out))
-        self.wait_attached(self.nfs, self.nf_procs)
+        self.wait_attached(self.nfs - len(self.guests), self.nf_procs)
+        for k in sorted(self.guests):  # one at a time: boot-to-attached per guest
+            sys.path.insert(0, str(REPO / "python"))
+            from sluice import guests as sg
+            prep = self.ctl.call("guest_prepare", name=f"fwd{k}.0", service=f"fwd{k}")
+            gargv = [f"{sg.GUEST_BIN}/sluice-nf-fwd", "--socket", "guest", "--name", f"fwd{k}.0",
+                     "--service", f"fwd{k}", "--wakeup", self.mode]
+            argv = ["taskset", "-c", NF_CORE] + sg.qemu_argv(prep, {"memory": 256, "vcpus": 1},
+                                                              str(BUILD / "guest" / "vmlinuz"),
+                                                              str(BUILD / "guest" / "initrd.img"), gargv, {},
+                                                              f"fwd{k}.0")
+            t0 = time.monotonic()
+            proc, out = spawn(argv, f"guest fwd{k}.0", logf=self._log(f"guest-fwd{k}"))
+            self.nf_procs.append((proc, out))
+            have = len(self.ctl.call("nfs").get("nfs", []))
+            self.wait_attached(have + 1, self.nf_procs, timeout=120)
+            self.attach_s[k] = round(time.monotonic() - t0, 2)
 
     def wait_attached(self, want: int, procs: list, timeout: float = 20.0) -> None:
         """Until `want` NFs are attached; fails early when one of `procs` or sluiced exits."""

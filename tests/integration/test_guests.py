@@ -235,5 +235,15 @@ def test_sluice_up_with_a_guest_nf(up, run_sluice, socket_dir):  # noqa: F811
                       20, "packets through the guest NF")
     s = run_sluice("status", "--socket-dir", socket_dir)
     assert s.returncode == 0 and "fwd.0" in s.stdout, s.stdout + s.stderr
+    # SIGKILL of its QEMU: sluiced reclaims, the supervisor boots a new guest (restart: on-failure)
+    os.kill(fwd["pid"], signal.SIGKILL)
+
+    def restarted():
+        n = {x["name"]: x for x in _api(socket_dir, "nfs")["nfs"]}.get("fwd.0")
+        return n and n["pid"] != fwd["pid"] and n["guest"]
+    assert wait_until(restarted, 60, "fwd.0 attached again from a new QEMU")
+    st = _state(socket_dir)
+    assert next(n for n in st["nfs"] if n["name"] == "fwd.0")["restarts"] == 1
+    assert "fwd.0 detached" in (socket_dir / "logs" / "sluiced.log").read_text()
     d = run_sluice("down", "--socket-dir", socket_dir)
     assert d.returncode == 0, d.stderr
