@@ -21,18 +21,20 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
-            nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev
+            nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev \
+            qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
 
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk
 
-.PHONY: help deps bench-deps install-debs venv build build-asan hugepages test demo bench clean
+.PHONY: help deps bench-deps install-debs venv build build-asan guest-image hugepages test demo bench clean
 
 help:
 	@echo "make deps        install Debian packages that are missing (apt-get)"
 	@echo "make venv        .venv with the sluice CLI (editable), pytest, pyyaml, scapy"
 	@echo "make build       meson/ninja build into $(BUILD)/"
 	@echo "make build-asan  ASan+UBSan debug build into $(BUILD_ASAN)/"
+	@echo "make guest-image KVM guest kernel + initrd with the NFs into $(BUILD)/guest/ (docs/guests.md)"
 	@echo "make hugepages   reserve $(HUGEPAGES) x 2 MiB huge pages if possible"
 	@echo "make test        everything above, then C unit tests (both builds) and pytest"
 	@echo "make demo        two network namespaces joined through sluiced: firewall, NAT, monitor (~15 s)"
@@ -78,6 +80,16 @@ build-asan:
 	  -Dbuildtype=debug -Db_lundef=false
 	ninja -C $(BUILD_ASAN)
 
+# The guest image (docs/guests.md) in $(BUILD)/guest/, rebuilt only when an input changed ("guest
+# image: up to date"). Its NFs come from a build of their own for a portable CPU: $(BUILD) is
+# -march=native, and QEMU's TCG emulator (used where /dev/kvm cannot run stock guests) has no AVX-512.
+BUILD_GUEST := build-guest
+GUEST_MARCH := x86-64-v2
+guest-image: deps build
+	@test -f $(BUILD_GUEST)/build.ninja || meson setup $(BUILD_GUEST) -Dmarch=$(GUEST_MARCH)
+	ninja -C $(BUILD_GUEST) $$(ninja -C $(BUILD_GUEST) -t targets all | sed -n 's|^\(nfs/sluice-nf-[a-z0-9_-]*\): .*|\1|p')
+	bash scripts/guest-image.sh $(BUILD_GUEST) $(BUILD)/guest
+
 # Never fails: without permission sluiced falls back to ordinary 4 KiB pages.
 hugepages:
 	@free=$$(awk '/^HugePages_Free:/ {print $$2}' /proc/meminfo); free=$${free:-0}; \
@@ -100,7 +112,7 @@ hugepages:
 	  echo "hugepages: cannot mount hugetlbfs at /dev/hugepages (not permitted); continuing"; \
 	fi
 
-test: deps venv $(BENCH_STAMP) build build-asan hugepages
+test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v --durations=20 tests/integration
@@ -117,7 +129,7 @@ test: deps venv $(BENCH_STAMP) build build-asan hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/density.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/trust.py --quick --no-report --results "$$d"
 
-demo: deps venv build hugepages
+demo: deps venv build guest-image hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh
 
 $(BENCH_STAMP): $(STAMP)
@@ -130,5 +142,5 @@ bench: bench-deps venv $(BENCH_STAMP) build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(VENV) .pytest_cache python/*.egg-info python/build
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_GUEST) $(VENV) .pytest_cache python/*.egg-info python/build
 	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -146,10 +146,9 @@ class SluiceFabric:
             prep = self.ctl.call("guest_prepare", name=f"fwd{k}.0", service=f"fwd{k}")
             gargv = [f"{sg.GUEST_BIN}/sluice-nf-fwd", "--socket", "guest", "--name", f"fwd{k}.0",
                      "--service", f"fwd{k}", "--wakeup", self.mode]
-            argv = ["taskset", "-c", NF_CORE] + sg.qemu_argv(prep, {"memory": 256, "vcpus": 1},
-                                                              str(BUILD / "guest" / "vmlinuz"),
-                                                              str(BUILD / "guest" / "initrd.img"), gargv, {},
-                                                              f"fwd{k}.0")
+            kernel, initrd = sg.image_paths({}, str(BUILD))
+            argv = ["taskset", "-c", NF_CORE] + sg.qemu_argv(prep, {"memory": 256, "vcpus": 1}, kernel, initrd,
+                                                              gargv, {}, f"fwd{k}.0")
             t0 = time.monotonic()
             proc, out = spawn(argv, f"guest fwd{k}.0", logf=self._log(f"guest-fwd{k}"))
             self.nf_procs.append((proc, out))

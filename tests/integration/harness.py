@@ -36,7 +36,7 @@ BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
 SLUICED = BUILD / "src" / "manager" / "sluiced"
 NF_BINS = {k: BUILD / "nfs" / f"sluice-nf-{k}" for k in ("fwd", "reflect", "count", "gen", "sink")}
 # the guest image `make guest-image` builds (docs/guests.md): guest NFs boot it under QEMU/KVM
-GUEST_KERNEL = BUILD / "guest" / "vmlinuz"
+GUEST_KERNEL = BUILD / "guest" / ("vmlinux" if (BUILD / "guest" / "vmlinux").is_file() else "vmlinuz")
 GUEST_INITRD = BUILD / "guest" / "initrd.img"
 
 SL_MAGIC = 0x534C4345
