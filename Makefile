@@ -18,6 +18,12 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
             tests/integration/test_lifecycle.py \
             tests/integration/test_hostile_nf.py tests/integration/test_domains.py tests/integration/test_pipes.py
 
+# the data-path tests again with NF-to-NF pipes on (every pipe open/close path; the guest tests run
+# both ways in the normal pass), kept short so that make test stays under 20 minutes with the guests
+PIPES_E2E := $(addprefix tests/integration/,test_pipes.py test_pcap_chain.py test_nf_chain.py \
+             test_nf_failure.py test_backpressure.py test_gen_sink.py test_hostile_nf.py test_domains.py \
+             test_active_set.py test_out_set.py test_density.py)
+
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
@@ -121,7 +127,7 @@ test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages
 	@echo "== the same end-to-end tests with two workers (sluiced.workers: 2, sharing core 1: every handoff path)"
 	SLUICE_TEST_WORKERS=2 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(ASAN_E2E) tests/integration/test_gen_sink.py
 	@echo "== the same end-to-end tests with NF-to-NF pipes on (sluiced.pipes: true)"
-	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(ASAN_E2E) tests/integration/test_gen_sink.py tests/integration/test_density.py
+	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(PIPES_E2E)
 	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d" && \

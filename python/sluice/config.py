@@ -326,7 +326,35 @@ def _vdev(v, path):
     if not VDEV_RE.match(v):
         raise ConfigError(path, "must be a DPDK vdev starting with 'net_' (e.g. "
                                 f"net_af_packet0,iface=eth1) or pci:DDDD:BB:DD.F (got {v!r})")
+    if _vdev_device(v).startswith("net_vhost"):
+        _vhost_args(v, path)
     return v
+
+
+def _vdev_args(vdev):
+    """{key: value} of a vdev string's arguments (after the device name)."""
+    return dict(a.partition("=")[::2] for a in vdev.split(",")[1:] if a)
+
+
+def _vhost_args(vdev, path):
+    """net_vhost (vhost-user, docs/guests.md): iface= is the socket's absolute path (sluiced listens
+    there unless client=1); sluiced uses one queue per port."""
+    args = _vdev_args(vdev)
+    iface = args.get("iface", "")
+    if not iface.startswith("/"):
+        raise ConfigError(path, f"net_vhost needs iface=/absolute/path/of/the/vhost-user.sock (got {vdev!r})")
+    if len(iface) > SUN_PATH_MAX:
+        raise ConfigError(path, f"iface {iface!r} is longer than a UNIX socket path may be ({SUN_PATH_MAX})")
+    if args.get("queues", "1") != "1":
+        raise ConfigError(path, f"queues={args['queues']}: sluiced uses one queue per port (queues=1 or none)")
+    return iface
+
+
+def vhost_socket(port):
+    """The vhost-user socket path of a normalized net_vhost port entry, else None."""
+    if not _vdev_device(port["vdev"]).startswith("net_vhost"):
+        return None
+    return _vdev_args(port["vdev"]).get("iface")
 
 
 def _vdev_device(vdev):
@@ -478,6 +506,66 @@ def _vm(v, path, nf, base_dir, sandbox_given):
     return out
 
 
+IPV4_CIDR_RE = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})\Z")
+MAC_RE = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\Z")
+
+
+def _ipv4(v, path, prefix):
+    m = IPV4_CIDR_RE.match(v + ("" if prefix else "/32")) if isinstance(v, str) else None
+    if not m or any(int(x) > 255 for x in m.groups()[:4]) or int(m.group(5)) > 32:
+        raise ConfigError(path, f"must be an IPv4 address{'/PREFIX such as 10.0.0.1/24' if prefix else ''} "
+                                f"(got {v!r})")
+    return v
+
+
+def _guest(v, path, base_dir):
+    """guests[] (docs/guests.md "vhost-user ports and ordinary guests"): an ordinary VM whose only NIC
+    is a virtio-net device on a net_vhost port; the supervisor runs it under QEMU from the guest image.
+    The port is checked in normalize (it must exist and be net_vhost)."""
+    _mapping(v, path, ["name", "port", "memory", "vcpus", "ip", "gw", "mtu", "mac", "command", "kernel",
+                       "initrd", "restart"])
+    for req in ("name", "port"):
+        if req not in v:
+            raise ConfigError(f"{path}.{req}", "required")
+    out = {"name": _name(v["name"], f"{path}.name"), "port": _name(v["port"], f"{path}.port"),
+           "memory": _int(v.get("memory", 256), f"{path}.memory", 64, 65536),
+           "vcpus": _int(v.get("vcpus", 1), f"{path}.vcpus", 1, 64),
+           "restart": _choice(v.get("restart", "on-failure"), f"{path}.restart", RESTART_POLICIES)}
+    out["ip"] = _ipv4(v["ip"], f"{path}.ip", True) if v.get("ip") is not None else None
+    out["gw"] = _ipv4(v["gw"], f"{path}.gw", False) if v.get("gw") is not None else None
+    if out["gw"] and not out["ip"]:
+        raise ConfigError(f"{path}.gw", "needs ip (the guest configures its interface only with ip)")
+    out["mtu"] = _int(v["mtu"], f"{path}.mtu", 68, 65535) if v.get("mtu") is not None else None
+    mac = v.get("mac")
+    if mac is not None and not (isinstance(mac, str) and MAC_RE.match(mac) and not int(mac[:2], 16) & 1):
+        raise ConfigError(f"{path}.mac", f"must be a unicast MAC such as 52:54:00:12:34:56 (got {mac!r})")
+    out["mac"] = mac
+    cmd = v.get("command")
+    if cmd is not None:
+        if isinstance(cmd, str):
+            raise ConfigError(f"{path}.command", f"must be a list (the payload's argv), e.g. [/bin/sh, -c, {cmd!r}]")
+        _list(cmd, f"{path}.command", 1, "word")
+        for i, a in enumerate(cmd):
+            if isinstance(a, bool) or not isinstance(a, (str, int, float)):
+                raise ConfigError(f"{path}.command[{i}]", f"must be a string (got {_type_name(a)})")
+        cmd = [str(a) for a in cmd]
+        if "=" in cmd[0]:
+            raise ConfigError(f"{path}.command[0]", "the program must not contain '=' (guest /init runs it with env)")
+        if sum(len(a.encode()) + 1 for a in cmd) > 1200:
+            raise ConfigError(f"{path}.command", "too long: it travels on the kernel command line "
+                                                 "(at most about 1200 bytes)")
+    out["command"] = cmd
+    for k in ("kernel", "initrd"):
+        if v.get(k) is not None:
+            p = _str(v[k], f"{path}.{k}")
+            if base_dir and not os.path.isabs(p):
+                p = os.path.join(base_dir, p)
+            if not os.path.isfile(p):
+                raise ConfigError(f"{path}.{k}", f"no such file: {p}")
+            out[k] = p
+    return out
+
+
 def _program(prog, path, base_dir):
     """Resolve an NF program: a built-in name stays symbolic ('builtin:fwd',
     resolved against the build directory at launch), anything else must be an
@@ -508,7 +596,7 @@ def normalize(data, base_dir=None, check_programs=True):
 
     check_programs: resolve each NF program (adds 'program_path'); off, only its
     type is checked."""
-    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains"])
+    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
 
     if data.get("ports") is None:
@@ -570,10 +658,41 @@ def normalize(data, base_dir=None, check_programs=True):
     if st:
         cfg["steering"] = st
 
+    guests = data.get("guests")
+    if guests is not None:
+        cfg["guests"] = _guests(_list(guests, "guests"), cfg, base_dir)
+
     if len(instance_names(cfg)) > cfg["sluiced"]["max_nfs"]:
         raise ConfigError("sluiced.max_nfs", f"{len(instance_names(cfg))} NF instances configured "
                                              f"but max_nfs is {cfg['sluiced']['max_nfs']}")
     return cfg
+
+
+def _guests(v, cfg, base_dir):
+    """guests: each on its own net_vhost port of this config, names unique (and not an NF service's)."""
+    out = [_guest(g, f"guests[{i}]", base_dir) for i, g in enumerate(v)]
+    _unique_names(out, "guests")
+    ports = {p["name"]: p for p in cfg["ports"]}
+    services = {nf["name"] for nf in cfg["nfs"]}
+    used = {}
+    for i, g in enumerate(out):
+        path = f"guests[{i}]"
+        if g["name"] in services:
+            raise ConfigError(f"{path}.name", f"{g['name']!r} is also an NF service name; choose another")
+        p = ports.get(g["port"])
+        if p is None:
+            raise ConfigError(f"{path}.port", f"unknown port {g['port']!r}" + _known(ports))
+        if vhost_socket(p) is None:
+            raise ConfigError(f"{path}.port", f"port {g['port']!r} is {_vdev_device(p['vdev'])!r}; a guest needs a "
+                                              "net_vhost port (vdev: net_vhost0,iface=/path/to.sock)")
+        if _vdev_args(p["vdev"]).get("client", "0") not in ("0", ""):
+            raise ConfigError(f"{path}.port", f"port {g['port']!r} is a vhost-user client (client=1): QEMU "
+                                              "connects to sluiced, so sluiced must be the server")
+        if g["port"] in used:
+            raise ConfigError(f"{path}.port", f"port {g['port']!r} already serves guests[{used[g['port']]}] "
+                                              "(one guest per vhost-user port)")
+        used[g["port"]] = i
+    return out
 
 
 def _domains(v, cfg):
@@ -651,6 +770,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     its chains' next services, exits and ingress ports, which sluiced derives from its live
     chains) or "any"."""
     out = copy.deepcopy(cfg)
+    out.pop("guests", None)  # the supervisor's business: sluiced sees only their net_vhost ports
     if socket_dir is not None:
         out["sluiced"]["socket_dir"] = socket_dir
     ports = {p["name"] for p in cfg["ports"]}

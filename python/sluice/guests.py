@@ -9,6 +9,7 @@ NF, so the supervisor restarts it like a process.
 """
 
 import base64
+import hashlib
 import os
 import shutil
 
@@ -133,3 +134,44 @@ def qemu_argv(prep, vm, kernel, initrd, guest_argv, guest_env, name):
              "-chardev", f"socket,id=sl-chan,path={prep['channel']}",
              "-device", "virtserialport,chardev=sl-chan,name=sluice"]
     return argv
+
+
+# ---------------------------------------------------------------- ordinary guests on vhost-user ports
+
+DEFAULT_GUEST_COMMAND = ["/bin/sh", "-c", "while :; do sleep 3600; done"]  # runs until stopped
+
+
+def guest_mac(name):
+    """A stable locally administered MAC for guest `name` (52:54:00 is QEMU's prefix)."""
+    h = hashlib.sha256(name.encode()).digest()
+    return "52:54:00:%02x:%02x:%02x" % (h[0], h[1], h[2])
+
+
+def vhost_user_qemu_argv(guest, kernel, initrd, socket_path):
+    """The QEMU command for an ordinary guest (top-level `guests:`, docs/guests.md) whose only NIC is a
+    virtio-net device on the vhost-user socket `socket_path` (the `iface=` of its net_vhost port, where
+    sluiced listens). `guest` is a normalized `guests:` entry: name, memory, vcpus, ip, mtu, mac,
+    command. vhost-user needs the guest's RAM shared (a memfd backend): the backend in sluiced maps it
+    and copies frames in and out of the virtqueues."""
+    name = guest["name"]
+    mem = guest.get("memory", DEFAULT_MEMORY_MB)
+    words = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", f"sluice.name={name}"]
+    if guest.get("ip"):
+        words.append(f"sluice.ip={guest['ip']}")
+    if guest.get("gw"):
+        words.append(f"sluice.gw={guest['gw']}")
+    if guest.get("mtu"):
+        words.append(f"sluice.mtu={guest['mtu']}")
+    words.append(f"sluice.argv={_b64_nul(guest.get('command') or DEFAULT_GUEST_COMMAND)}")
+    which = accel()
+    # QEMU 7.2 under TCG segfaults starting vhost-user with MSI-X (vhost_net_start ->
+    # msix_set_vector_notifiers): give the NIC no MSI-X vectors there, legacy INTx instead
+    nic = f"virtio-net-pci,netdev=n0,mac={guest.get('mac') or guest_mac(name)}" + (",vectors=0" if which == "tcg" else "")
+    return [qemu_binary(), "-name", f"sluice-guest-{name}"] + accel_args(which) + [
+        "-m", str(mem), "-smp", str(guest.get("vcpus", DEFAULT_VCPUS)),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", " ".join(words),
+        "-object", f"memory-backend-memfd,id=mem,size={mem}M,share=on", "-numa", "node,memdev=mem",
+        "-chardev", f"socket,id=vu0,path={socket_path}",
+        "-netdev", "vhost-user,id=n0,chardev=vu0",
+        "-device", nic]

@@ -336,6 +336,43 @@ class GuestSlot(NfSlot):
         return st
 
 
+class VmGuestSlot(NfSlot):
+    """An ordinary guest (top-level `guests:`, docs/guests.md): a VM whose only NIC is a virtio-net
+    device on a net_vhost port of sluiced. It attaches no NF; the supervisor runs its QEMU like an NF
+    process (restart policy, log, stopped at `sluice down`), started once sluiced and the NFs are up."""
+
+    def __init__(self, guest, socket_path, kernel, initrd, log_path):
+        nf = {"name": None, "restart": guest["restart"]}  # no service: `nf scale` never counts it
+        super().__init__(guest["name"], nf, guests.vhost_user_qemu_argv(guest, kernel, initrd, socket_path), None,
+                         log_path)
+        self.sandbox = "none"
+        self.guest = guest
+        self.socket_path = socket_path
+
+    def start(self):
+        with open(self.log_path, "ab") as lf:
+            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting guest {self.name} on port "
+                     f"{self.guest['port']} ({self.socket_path}): {' '.join(self.argv)}\n".encode())
+            lf.flush()
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
+                                         process_group=0, preexec_fn=_child_setup, close_fds=True)
+        self.starttime = proc_starttime(self.proc.pid)
+        self.started_at = time.monotonic()
+        self.next_start = None
+        self.state = "running"
+
+    def describe(self, rc):
+        if rc is None and self.start_error:
+            return f"could not be started ({self.start_error})"
+        return "(guest QEMU) " + describe_status(rc)
+
+    def to_state(self):
+        st = super().to_state()
+        st.update(kind="guest", port=self.guest["port"], socket=self.socket_path, ip=self.guest.get("ip"),
+                  memory=self.guest["memory"], vcpus=self.guest["vcpus"])
+        return st
+
+
 # --------------------------------------------------------------- supervisor
 
 class Supervisor:
@@ -505,6 +542,21 @@ class Supervisor:
     def make_slots(self):
         for name, nf in sconfig.instance_names(self.cfg):
             self.slots.append(self.make_slot(name, nf))
+
+    def start_guests(self):
+        """The ordinary guests (`guests:`), once sluiced listens on their vhost-user sockets and the NFs of
+        their ports' chains are attached."""
+        ports = {p["name"]: p for p in self.cfg["ports"]}
+        for g in self.cfg.get("guests") or []:
+            try:
+                kernel, initrd = guests.image_paths(g, self.build_dir)
+            except guests.GuestError as e:
+                raise SupervisorError(f"guest {g['name']}: {str(e).replace('set vm.', 'set guests[].')}") from None
+            slot = VmGuestSlot(g, sconfig.vhost_socket(ports[g["port"]]), kernel, initrd,
+                               os.path.join(self.log_dir, f"{g['name']}.log"))
+            self.slots.append(slot)
+            self.start_slot(slot)
+        self.write_state()
 
     def start_slot(self, slot):
         try:
@@ -827,15 +879,19 @@ class Supervisor:
                 self.start_slot(slot)
             self.write_state()
             self.wait_nfs_attached()
+            self.start_guests()
         except BaseException:
             self.teardown()
             raise
         self.write_state()
 
     def summary(self):
-        names = " ".join(s.name for s in self.slots) or "none"
-        return (f"sluice up: sluiced pid {self.sluiced.pid}, {len(self.slots)} NF(s) attached ({names}); "
-                f"control {self.ctl}; logs in {self.log_dir}")
+        nfs = [s for s in self.slots if not isinstance(s, VmGuestSlot)]
+        vms = [s.name for s in self.slots if isinstance(s, VmGuestSlot)]
+        names = " ".join(s.name for s in nfs) or "none"
+        return (f"sluice up: sluiced pid {self.sluiced.pid}, {len(nfs)} NF(s) attached ({names}); "
+                + (f"{len(vms)} guest(s) started ({' '.join(vms)}); " if vms else "")
+                + f"control {self.ctl}; logs in {self.log_dir}")
 
     def loop(self):
         """Supervise until a stop signal or sluiced's death. Returns an exit code."""

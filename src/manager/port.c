@@ -3,10 +3,14 @@
  * Ports: DPDK ethdevs created from vdev strings ("net_pcap0,rx_pcap=a.pcap").
  * One RX and one TX queue each; the worker polls them.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include <rte_bus_vdev.h>
 #include <rte_errno.h>
@@ -175,6 +179,27 @@ static int af_packet_args(struct port *p, const char *args, uint32_t room, char 
 	return 0;
 }
 
+/* net_vhost as vhost-user server (client=0, the default) binds iface=PATH and refuses to start while
+ * a file is there. The PMD unlinks its socket when the port closes; one left by a killed sluiced is
+ * removed here if no one accepts connections on it (docs/guests.md "vhost-user ports"). */
+static void vhost_stale_socket(const char *args)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)], v[16];
+	struct stat sb;
+	if (!vdev_arg(args, "iface", path, sizeof(path)) || (vdev_arg(args, "client", v, sizeof(v)) && atoi(v)) ||
+	    stat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode))
+		return;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno == ECONNREFUSED) {
+		LOG("net_vhost: removing stale vhost-user socket %s", path);
+		unlink(path);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 /* The MTU to give a port whose buffers hold `room` bytes: frames of MTU + Ethernet header + one VLAN
  * tag fit a buffer, within what the device accepts (its max_mtu and max_rx_pktlen, as ethdev checks
  * them). 0: leave the device's default (default-sized buffers, or a device that takes no more). */
@@ -228,6 +253,8 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 			return -1;
 		args = afp_args;
 	}
+	if (!strncmp(p->devname, "net_vhost", 9) || !strncmp(p->devname, "eth_vhost", 9))
+		vhost_stale_socket(args);
 
 	rc = rte_vdev_init(p->devname, args);
 	if (rc != 0) {

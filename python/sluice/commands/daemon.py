@@ -1,5 +1,6 @@
 """`sluice up`, `down` and `status`: sluiced and the supervisor that starts and restarts its NFs."""
 
+import json
 import os
 import sys
 
@@ -30,10 +31,15 @@ def cmd_down(args):
 
 def cmd_status(args):
     from ..supervisor import pid_alive, read_state
+    state = read_state(args.socket_dir or socket_dir_default())
+    vms = [n for n in (state or {}).get("nfs", []) if n.get("kind") == "guest"]  # `guests:` (docs/guests.md)
     with client_for(args) as c:
         st = c.status()
         if args.json:
-            print_json_raw(c)
+            if not vms:
+                print_json_raw(c)
+            else:  # the API's response plus the supervisor's ordinary guests
+                print(json.dumps(dict(json.loads(c.last_raw), guests=vms)))
             return EXIT_OK
         nfs = c.nfs()
     print(f"sluiced {st.get('version', '?')}  pid {st.get('pid')}  up {duration(st.get('uptime_s'))}  "
@@ -47,14 +53,13 @@ def cmd_status(args):
         print("domains: " + ", ".join(f"{d.get('name')} {human_bytes(d.get('region_bytes'))} "
                                       f"({d.get('mbufs')} mbufs, {d.get('free')} free)" for d in doms))
     print(f"{st.get('port_count')} port(s), {st.get('chain_count')} chain(s), {st.get('nf_count')} NF(s) attached")
-    state = read_state(args.socket_dir or socket_dir_default())
     sup = {}
     if state:
         sp = (state.get("supervisor") or {})
         alive = pid_alive(sp.get("pid"), sp.get("starttime"))
         print(f"supervisor: pid {sp.get('pid')} ({'running' if alive else 'gone'})"
               + (f", config {state.get('config')}" if state.get("config") else ""))
-        sup = {n["name"]: n for n in state.get("nfs", [])}
+        sup = {n["name"]: n for n in state.get("nfs", []) if n.get("kind") != "guest"}
     rows = []
     for nf in nfs:
         s = sup.pop(nf.get("name"), {})
@@ -67,6 +72,11 @@ def cmd_status(args):
     if rows:
         print()
         print(table(["NF", "SERVICE", "PID", "WAKEUP", "RX", "TX", "LENT", "DROPS", "RESTARTS"], rows))
+    if vms:
+        print()
+        print(table(["GUEST", "PORT", "PID", "STATE", "IP", "MEMORY", "RESTARTS"],
+                    [[g.get("name"), g.get("port"), g.get("pid"), g.get("state"), g.get("ip") or "-",
+                      f"{g.get('memory')} MiB", g.get("restarts", "-")] for g in vms]))
     return EXIT_OK
 
 
