@@ -22,7 +22,10 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 SELF=$SCRIPT_DIR/$(basename -- "${BASH_SOURCE[0]}")
 INIT_SRC=$SCRIPT_DIR/guest-init.sh
 BUSYBOX=/bin/busybox
-MODULES=(virtio_pci virtio_console virtio_net uio_pci_generic)
+# vfio-pci: libsluice takes the rings device's MSI-X doorbell interrupt through VFIO (docs/guests.md
+# "Wakeups"; the guest NF's QEMU gives it an intel-iommu for that)
+MODULES=(virtio_pci virtio_console virtio_net uio_pci_generic vfio-pci)
+declare -A MODPARAMS=()  # insmod parameters per module name, if one ever needs some
 EXTRA_BINS=(/usr/bin/iperf3)
 
 log() { echo "guest image: $*"; }
@@ -130,7 +133,8 @@ for m in "${mods[@]}"; do
         *.ko.gz) gzip -dc -- "$m" >"${dst%.gz}"; dst=${dst%.gz} ;;
         *) cp -- "$m" "$dst" ;;
     esac
-    echo "${dst#"$root"}" >>"$root/etc/sluice-guest/modules"
+    base=$(basename -- "$dst" .ko)
+    echo "${dst#"$root"}${MODPARAMS[$base]:+ ${MODPARAMS[$base]}}" >>"$root/etc/sluice-guest/modules"
 done
 # modules.dep etc. for the shipped modules only, so busybox modprobe works when debugging
 cp -- "$moddir/modules.builtin" "$root/lib/modules/$kver/"

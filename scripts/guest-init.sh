@@ -73,9 +73,10 @@ set +f
 hostname "$name" || log "cannot set hostname '$name'"
 
 if [ -r /etc/sluice-guest/modules ]; then
-    while read -r ko; do
+    while read -r ko params; do  # a line: the module's path, then its parameters if any
         [ -n "$ko" ] || continue
-        insmod "$ko" || log "insmod $ko failed"
+        # shellcheck disable=SC2086 # params are words
+        insmod "$ko" $params || log "insmod $ko failed"
     done </etc/sluice-guest/modules
 fi
 ip link set lo up || log "cannot bring lo up"

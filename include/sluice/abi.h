@@ -238,6 +238,10 @@ _Static_assert(offsetof(struct sl_msg_init, token) == 80, "the token follows pid
 /* INIT flags. PIPES: the SDK takes ADD_PIPE, writes its plain NEXT descriptors on its pipe ring and
  * follows sl_nf_info.pipe_in (docs/abi.md "Pipes"). */
 #define SL_INIT_F_PIPES 0x1u
+/* INIT flag DOORBELL (a guest NF, docs/guests.md "Wakeups"): it can ring sluiced when its TX ring's
+ * need_kick is set and sleep until kicked, as a process does with its eventfds; without it sluiced
+ * never parks a guest NF and the NF naps instead of sleeping. Processes need not set it. */
+#define SL_INIT_F_DOORBELL 0x2u
 
 struct sl_msg_add_region {
 	uint64_t size;         /* bytes to mmap from the fd */

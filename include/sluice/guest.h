@@ -50,8 +50,15 @@ struct sl_guest_header {
 	uint32_t ring_slots;
 	char name[SL_NAME_MAX];  /* the NF this guest runs (INIT must name it) */
 	char service[SL_NAME_MAX];
+	uint32_t flags;          /* SL_GUEST_F_* */
+	uint32_t pad;
 };
-_Static_assert(sizeof(struct sl_guest_header) == 104, "guest header is 104 bytes");
+_Static_assert(sizeof(struct sl_guest_header) == 112, "guest header is 112 bytes");
+/* The rings device is an ivshmem-doorbell whose server is sluiced: MSI-X vector 0 is sluiced's kick
+ * (the RX eventfd of a process NF), and a write of (0 << 16 | 0) to its doorbell register (BAR0
+ * offset 12) rings sluiced (the TX eventfd). Without it the guest naps (docs/guests.md "Wakeups"). */
+#define SL_GUEST_F_DOORBELL 0x1u
+#define SL_IVSHMEM_REG_DOORBELL 12 /* BAR0 register: (peer << 16) | vector */
 
 struct sl_guest_tag {
 	uint32_t magic;          /* SL_GUEST_TAG_MAGIC */

@@ -474,6 +474,18 @@ def _nf(v, path, base_dir, check_programs):
     return out
 
 
+def _image_files(v, path, base_dir, out):
+    """A guest's own kernel and initrd (default: the build's guest image): existing files."""
+    for k in ("kernel", "initrd"):
+        if v.get(k) is not None:
+            p = _str(v[k], f"{path}.{k}")
+            if base_dir and not os.path.isabs(p):
+                p = os.path.join(base_dir, p)
+            if not os.path.isfile(p):
+                raise ConfigError(f"{path}.{k}", f"no such file: {p}")
+            out[k] = p
+
+
 def _vm(v, path, nf, base_dir, sandbox_given):
     """nfs[].vm (docs/guests.md): run each instance in a KVM guest. true (defaults) or a mapping of
     memory (MiB), vcpus, kernel, initrd. None/false: a process."""
@@ -484,14 +496,7 @@ def _vm(v, path, nf, base_dir, sandbox_given):
     _mapping(v, path, ["memory", "vcpus", "kernel", "initrd"])
     out = {"memory": _int(v.get("memory", 256), f"{path}.memory", 64, 65536),
            "vcpus": _int(v.get("vcpus", 1), f"{path}.vcpus", 1, 64)}
-    for k in ("kernel", "initrd"):
-        if v.get(k) is not None:
-            p = _str(v[k], f"{path}.{k}")
-            if base_dir and not os.path.isabs(p):
-                p = os.path.join(base_dir, p)
-            if not os.path.isfile(p):
-                raise ConfigError(f"{path}.{k}", f"no such file: {p}")
-            out[k] = p
+    _image_files(v, path, base_dir, out)
     if nf["sandbox"] == "strict" and not sandbox_given:
         nf["sandbox"] = "none"  # trusted: false: the VM is its sandbox (default_sandbox)
     if nf["sandbox"] == "strict":
@@ -555,14 +560,7 @@ def _guest(v, path, base_dir):
             raise ConfigError(f"{path}.command", "too long: it travels on the kernel command line "
                                                  "(at most about 1200 bytes)")
     out["command"] = cmd
-    for k in ("kernel", "initrd"):
-        if v.get(k) is not None:
-            p = _str(v[k], f"{path}.{k}")
-            if base_dir and not os.path.isabs(p):
-                p = os.path.join(base_dir, p)
-            if not os.path.isfile(p):
-                raise ConfigError(f"{path}.{k}", f"no such file: {p}")
-            out[k] = p
+    _image_files(v, path, base_dir, out)
     return out
 
 

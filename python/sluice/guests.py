@@ -117,6 +117,7 @@ def qemu_argv(prep, vm, kernel, initrd, guest_argv, guest_env, name):
     mem = vm.get("memory", DEFAULT_MEMORY_MB)
     append = " ".join([
         "console=ttyS0", "quiet", "loglevel=3", "panic=-1",
+        "intel_iommu=on", "iommu=pt",  # the NF takes its doorbell interrupt through VFIO (docs/guests.md)
         f"sluice.name={name}",
         f"sluice.argv={_b64_nul(guest_argv)}",
         f"sluice.env={_b64_nul(f'{k}={v}' for k, v in guest_env.items())}",
@@ -124,12 +125,18 @@ def qemu_argv(prep, vm, kernel, initrd, guest_argv, guest_env, name):
     argv = [qemu_binary(), "-name", f"sluice-{name}"] + accel_args() + [
             "-m", str(mem), "-smp", str(vm.get("vcpus", DEFAULT_VCPUS)),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-            "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", append]
+            "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", append,
+            # q35 with an IOMMU: VFIO in the guest needs the rings device in an IOMMU group
+            "-M", "q35", "-device", "intel-iommu"]
     # the guest's memory shares nothing; only the ivshmem devices below map sluiced's memfds
     for m in prep["memory"]:
         mid = f"sl-{m['id']}"
-        argv += ["-object", f"memory-backend-file,id={mid},mem-path={m['path']},size={m['size']},share=on",
-                 "-device", f"ivshmem-plain,memdev={mid}"]
+        if "server" in m:  # the rings, with doorbells: sluiced is this device's ivshmem server
+            argv += ["-chardev", f"socket,id={mid},path={m['server']}",
+                     "-device", f"ivshmem-doorbell,chardev={mid},vectors=1"]
+        else:
+            argv += ["-object", f"memory-backend-file,id={mid},mem-path={m['path']},size={m['size']},share=on",
+                     "-device", f"ivshmem-plain,memdev={mid}"]
     argv += ["-device", "virtio-serial-pci",
              "-chardev", f"socket,id=sl-chan,path={prep['channel']}",
              "-device", "virtserialport,chardev=sl-chan,name=sluice"]

@@ -314,9 +314,13 @@ class GuestSlot(NfSlot):
         initrd = guests.guest_initrd(self.initrd, self.guest_argv, self.log_path + ".initrd")
         self.argv = guests.qemu_argv(prep, self.vm, self.kernel, initrd, self.guest_argv, self.guest_env,
                                      self.name)
+        self.spawn_qemu(f"starting {self.name} in a KVM guest ({self.vm['memory']} MiB, {self.vm['vcpus']} vCPU): "
+                        f"{' '.join(self.guest_argv)}")
+
+    def spawn_qemu(self, what):
+        """Start self.argv (a QEMU) with its console in the log, headed by `what`."""
         with open(self.log_path, "ab") as lf:
-            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting {self.name} in a KVM guest "
-                     f"({self.vm['memory']} MiB, {self.vm['vcpus']} vCPU): {' '.join(self.guest_argv)}\n".encode())
+            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: {what}\n".encode())
             lf.flush()
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
                                          process_group=0, preexec_fn=_child_setup, close_fds=True)
@@ -336,30 +340,22 @@ class GuestSlot(NfSlot):
         return st
 
 
-class VmGuestSlot(NfSlot):
+class VmGuestSlot(GuestSlot):
     """An ordinary guest (top-level `guests:`, docs/guests.md): a VM whose only NIC is a virtio-net
     device on a net_vhost port of sluiced. It attaches no NF; the supervisor runs its QEMU like an NF
     process (restart policy, log, stopped at `sluice down`), started once sluiced and the NFs are up."""
 
     def __init__(self, guest, socket_path, kernel, initrd, log_path):
         nf = {"name": None, "restart": guest["restart"]}  # no service: `nf scale` never counts it
-        super().__init__(guest["name"], nf, guests.vhost_user_qemu_argv(guest, kernel, initrd, socket_path), None,
-                         log_path)
+        NfSlot.__init__(self, guest["name"], nf, guests.vhost_user_qemu_argv(guest, kernel, initrd, socket_path),
+                        None, log_path)
         self.sandbox = "none"
         self.guest = guest
         self.socket_path = socket_path
 
     def start(self):
-        with open(self.log_path, "ab") as lf:
-            lf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sluice: starting guest {self.name} on port "
-                     f"{self.guest['port']} ({self.socket_path}): {' '.join(self.argv)}\n".encode())
-            lf.flush()
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
-                                         process_group=0, preexec_fn=_child_setup, close_fds=True)
-        self.starttime = proc_starttime(self.proc.pid)
-        self.started_at = time.monotonic()
-        self.next_start = None
-        self.state = "running"
+        self.spawn_qemu(f"starting guest {self.name} on port {self.guest['port']} ({self.socket_path}): "
+                        f"{' '.join(self.argv)}")
 
     def describe(self, rc):
         if rc is None and self.start_error:
@@ -367,7 +363,7 @@ class VmGuestSlot(NfSlot):
         return "(guest QEMU) " + describe_status(rc)
 
     def to_state(self):
-        st = super().to_state()
+        st = NfSlot.to_state(self)
         st.update(kind="guest", port=self.guest["port"], socket=self.socket_path, ip=self.guest.get("ip"),
                   memory=self.guest["memory"], vcpus=self.guest["vcpus"])
         return st

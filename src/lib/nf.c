@@ -80,6 +80,7 @@ struct sl_nf {
 	int pipe_fence_ok;           /* ... which it has (older packets came through the RX ring) */
 	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX]; /* copied from it at attach */
 	int guest;                   /* attached through the guest transport (guest.c) */
+	int bell_efd;                /* guest with a doorbell: the eventfd its interrupt signals, else -1 */
 	struct sl_guest_devs gdev;
 	struct sl_nf_config cfg;
 	struct sl_nf_stats stats;
@@ -351,6 +352,8 @@ static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
 		return NULL;
 	nf->sock = nf->rx_efd = nf->tx_efd = -1;
 	nf->gdev.port_fd = nf->gdev.rings_fd = nf->gdev.region_fd = nf->gdev.pipes_fd = -1;
+	nf->gdev.vfio_dev = nf->gdev.vfio_group = nf->gdev.vfio_container = -1;
+	nf->bell_efd = -1;
 	nf->cfg = *cfg;
 	return nf;
 }
@@ -363,6 +366,8 @@ static void nf_free(struct sl_nf *nf)
 	if (nf->guest)
 		nf->gdev.port_fd = -1; /* that was nf->sock */
 	sl__guest_close(&nf->gdev);
+	if (nf->bell_efd >= 0)
+		close(nf->bell_efd);
 	if (nf->rx_efd >= 0)
 		close(nf->rx_efd);
 	if (nf->tx_efd >= 0)
@@ -429,7 +434,12 @@ static int guest_fds(struct sl_nf *nf, const struct sl_msg *m, int *fds, int *nf
 		return SL_ERR_NOMEM;
 	*nfds = 1;
 	if (m->type == SL_MSG_ADD_RING) {
-		if ((fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		/* RX: the doorbell interrupt's eventfd (sluiced's kick), if we have one; else local ones */
+		if (nf->bell_efd >= 0 && m->u.add_ring.dir == SL_RING_RX)
+			fds[1] = fcntl(nf->bell_efd, F_DUPFD_CLOEXEC, 0);
+		else
+			fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fds[1] < 0) {
 			close(fds[0]);
 			*nfds = 0;
 			return SL_ERR_NOMEM;
@@ -456,6 +466,8 @@ static int handshake(struct sl_nf *nf, uint64_t deadline)
 
 	/* -> INIT (validated by sl_nf_attach before connecting) */
 	build_init(&nf->cfg, &m);
+	if (nf->bell_efd >= 0)
+		m.u.init.flags |= SL_INIT_F_DOORBELL;
 	if ((err = send_msg(nf->sock, &m)) != SL_OK)
 		return err;
 
@@ -566,6 +578,7 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 		nf->guest = 1;
 		if ((err = sl__guest_open(&nf->gdev)) == SL_OK) {
 			nf->sock = nf->gdev.port_fd;
+			nf->bell_efd = sl__guest_doorbell(&nf->gdev); /* -1: naps instead of sleeping */
 			err = handshake(nf, deadline);
 		}
 		saved_errno = errno;
@@ -744,7 +757,7 @@ static uint32_t pipe_read(struct sl_nf *nf, struct sl_desc *d, uint32_t max)
 static int block_rx(struct sl_nf *nf)
 {
 	int rc = 0;
-	if (nf->guest) { /* no doorbell: nap, then look again (docs/guests.md "Wakeups") */
+	if (nf->guest && nf->bell_efd < 0) { /* no doorbell: nap, then look again (docs/guests.md "Wakeups") */
 		struct pollfd pfd = { .fd = nf->sock, .events = POLLIN };
 		struct timespec nap = { .tv_sec = 0, .tv_nsec = SL_GUEST_NAP_NS };
 		nf->stats.sleeps++;
@@ -804,7 +817,11 @@ static int ring_put(struct sl_nf *nf, struct sl_ring *r, const struct sl_desc *d
 	nf->stats.tx_pkts += done;
 	if (done != 0 && sl_ring_needs_kick(r)) {
 		r->prod_kicks++;
-		kick_fd(nf->tx_efd);
+		if (nf->guest) { /* a guest rings sluiced through its doorbell register; without one it is never parked */
+			if (nf->bell_efd >= 0)
+				sl__guest_ring(&nf->gdev);
+		} else
+			kick_fd(nf->tx_efd);
 	}
 	return rc;
 }

@@ -24,6 +24,9 @@ struct sl_guest_devs {
 	int region_fd;  /* ... of the device tagged with the header's region nonce */
 	int pipes_fd;   /* ... of the pipes device, -1: none */
 	struct sl_guest_header hdr; /* a private copy, read once */
+	char rings_bdf[32];         /* PCI address of the rings device */
+	int vfio_container, vfio_group, vfio_dev; /* doorbell (sl__guest_doorbell), -1: none */
+	uint64_t bell_off;          /* the doorbell register's offset in vfio_dev */
 };
 /* 1 if this is a guest with a virtio-serial port named "sluice". */
 __attribute__((visibility("hidden"))) int sl__guest_present(void);
@@ -31,5 +34,10 @@ __attribute__((visibility("hidden"))) int sl__guest_present(void);
  * nothing stays open. */
 __attribute__((visibility("hidden"))) int sl__guest_open(struct sl_guest_devs *g);
 __attribute__((visibility("hidden"))) void sl__guest_close(struct sl_guest_devs *g);
+/* Take the rings device's doorbell: returns the eventfd its interrupt (sluiced's kick) signals, or -1
+ * (printed why) when it cannot (the NF naps then). */
+__attribute__((visibility("hidden"))) int sl__guest_doorbell(struct sl_guest_devs *g);
+/* Ring sluiced (its TX eventfd) through the doorbell register. */
+__attribute__((visibility("hidden"))) void sl__guest_ring(const struct sl_guest_devs *g);
 
 #endif /* SLUICE_INTERNAL_H */

@@ -193,8 +193,13 @@ info:;
 		snprintf(names[i], SL_NAME_MAX, "%s", M.ports[i].name);
 	nfinfo_init(nf->info, (const char(*)[SL_NAME_MAX])names, M.nports);
 	nf->lend_max = slots;
-	nf->rx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	nf->tx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (g) { /* the ones its QEMU holds (guest.c: the ivshmem server's vectors) */
+		nf->rx_kick_fd = fcntl(g->rx_kick_fd, F_DUPFD_CLOEXEC, 0);
+		nf->tx_kick_fd = fcntl(g->tx_kick_fd, F_DUPFD_CLOEXEC, 0);
+	} else {
+		nf->rx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		nf->tx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	}
 	if (nf->rx_kick_fd < 0 || nf->tx_kick_fd < 0)
 		return SL_ERR_NOMEM;
 	return SL_OK;
@@ -272,6 +277,7 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 	nf->domain = ci >= 0 ? M.cfg.service_domain[ci] : 0;
 	nf->ro = ci >= 0 && M.cfg.service_ro[ci];
 	nf->wakeup = in->wakeup;
+	nf->doorbell = nf->guest && (in->flags & SL_INIT_F_DOORBELL); /* a process has its eventfds */
 	nf->batch = in->batch ? in->batch : 1;
 	nf->timeout_us = in->timeout_us;
 	nf->timeout_cyc = (uint64_t)in->timeout_us * M.tsc_hz / 1000000u;

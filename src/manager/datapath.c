@@ -1381,8 +1381,8 @@ static void exec_cmd(struct wcmd *c)
 		nf->overloaded = false;
 		svc_saturation(s);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = c->nf }; /* doorbells() */
-		/* A guest NF cannot ring the eventfd (docs/guests.md "Wakeups"): never parked */
-		nf->bell = !nf->guest;
+		/* A guest NF without a doorbell cannot ring (docs/guests.md "Wakeups"): never parked */
+		nf->bell = !nf->guest || nf->doorbell;
 		if (nf->bell && epoll_ctl(W->bell_ep, EPOLL_CTL_ADD, nf->tx_kick_fd, &ev) < 0) {
 			LOG("worker: NF %s: cannot watch its doorbell: %s (it is never parked)", nf->name,
 			    strerror(errno));

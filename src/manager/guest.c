@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -60,20 +61,56 @@ static bool name_ok(const char *s)
 	return true;
 }
 
+static void close_listener(int *fd, const char *path)
+{
+	if (*fd >= 0) {
+		epoll_ctl(M.epfd, EPOLL_CTL_DEL, *fd, NULL);
+		close(*fd);
+		unlink(path);
+	}
+	*fd = -1;
+}
+
+/* A listening UNIX socket at path (mode 0600) in sluiced's epoll as (kind, idx). */
+static int listen_at(const char *path, uint32_t kind, uint32_t idx)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	unlink(path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ((uint64_t)kind << 32) | idx };
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || chmod(path, 0600) < 0 || listen(fd, 4) < 0 ||
+	    epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 /* Undo guest_create, step by step; safe on a partly made guest. */
 static void guest_destroy(struct guest *g)
 {
-	if (g->listen_fd >= 0) {
-		epoll_ctl(M.epfd, EPOLL_CTL_DEL, g->listen_fd, NULL);
-		close(g->listen_fd);
-		unlink(g->sock_path);
-	}
+	close_listener(&g->listen_fd, g->sock_path);
+	close_listener(&g->ivsh_listen, g->ivsh_path);
+	if (g->ivsh_conn >= 0)
+		close(g->ivsh_conn);
+	if (g->rx_kick_fd >= 0)
+		close(g->rx_kick_fd);
+	if (g->tx_kick_fd >= 0)
+		close(g->tx_kick_fd);
 	if (g->ring_map)
 		munmap(g->ring_map, g->ring_map_size);
 	if (g->ring_fd >= 0)
 		close(g->ring_fd);
 	memset(g, 0, sizeof(*g));
-	g->ring_fd = g->listen_fd = -1;
+	g->ring_fd = g->listen_fd = g->ivsh_listen = g->ivsh_conn = g->rx_kick_fd = g->tx_kick_fd = -1;
 }
 
 /* Write the rings device's header and empty rings (again on every prepare: a new QEMU). */
@@ -84,10 +121,16 @@ static void guest_reset(struct guest *g)
 	struct sl_guest_header h = { .magic = SL_GUEST_MAGIC, .version = SL_ABI_VERSION,
 				     .bar_size = g->ring_map_size, .region_nonce = reg->nonce,
 				     .pipes_nonce = reg->pipe_base ? reg->pipe_nonce : 0,
-				     .region_index = reg->index, .ring_slots = M.cfg.ring_size };
+				     .region_index = reg->index, .ring_slots = M.cfg.ring_size,
+				     .flags = SL_GUEST_F_DOORBELL };
 	snprintf(h.name, sizeof(h.name), "%s", g->name);
 	snprintf(h.service, sizeof(h.service), "%s", g->service);
 	memcpy(g->ring_map, &h, sizeof(h));
+	uint64_t v;
+	if (g->rx_kick_fd >= 0 && read(g->rx_kick_fd, &v, sizeof(v)) < 0) /* a new QEMU: no stale kicks */
+		v = 0;
+	if (g->tx_kick_fd >= 0 && read(g->tx_kick_fd, &v, sizeof(v)) < 0)
+		v = 0;
 	sl_ring_init((struct sl_ring *)((uint8_t *)g->ring_map + g->rx_off), M.cfg.ring_size);
 	sl_ring_init((struct sl_ring *)((uint8_t *)g->ring_map + g->tx_off), M.cfg.ring_size);
 }
@@ -96,7 +139,7 @@ static int guest_create(struct guest *g, const char *name, const char *service, 
 			size_t errlen)
 {
 	memset(g, 0, sizeof(*g));
-	g->ring_fd = g->listen_fd = -1;
+	g->ring_fd = g->listen_fd = g->ivsh_listen = g->ivsh_conn = g->rx_kick_fd = g->tx_kick_fd = -1;
 	g->used = true;
 	g->nf = -1;
 	g->domain = domain;
@@ -123,24 +166,19 @@ static int guest_create(struct guest *g, const char *name, const char *service, 
 		goto fail;
 	}
 	guest_reset(g);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int pl = snprintf(g->sock_path, sizeof(g->sock_path), "%s/guest-%s.sock", M.sock_dir, name);
-	if (pl < 0 || (size_t)pl >= sizeof(a.sun_path)) {
-		snprintf(err, errlen, "guest %s: channel socket path too long", name);
+	/* the NF's eventfds live with the guest: QEMU gets them once, as the ivshmem server's vectors */
+	g->rx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	g->tx_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (g->rx_kick_fd < 0 || g->tx_kick_fd < 0) {
+		snprintf(err, errlen, "guest %s: eventfds: %s", name, strerror(errno));
 		goto fail;
 	}
-	memcpy(a.sun_path, g->sock_path, (size_t)pl + 1);
-	unlink(g->sock_path);
-	g->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (g->listen_fd < 0 || bind(g->listen_fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    chmod(g->sock_path, 0600) < 0 || listen(g->listen_fd, 4) < 0) {
-		snprintf(err, errlen, "guest %s: channel socket %s: %s", name, g->sock_path, strerror(errno));
-		goto fail;
-	}
-	struct epoll_event ev = { .events = EPOLLIN,
-				  .data.u64 = ((uint64_t)EP_GUEST_LISTEN << 32) | (uint32_t)(g - guests) };
-	if (epoll_ctl(M.epfd, EPOLL_CTL_ADD, g->listen_fd, &ev) < 0) {
-		snprintf(err, errlen, "guest %s: epoll: %s", name, strerror(errno));
+	snprintf(g->sock_path, sizeof(g->sock_path), "%s/guest-%s.sock", M.sock_dir, name);
+	snprintf(g->ivsh_path, sizeof(g->ivsh_path), "%s/guest-%s.ivshmem", M.sock_dir, name);
+	uint32_t idx = (uint32_t)(g - guests);
+	if ((g->listen_fd = listen_at(g->sock_path, EP_GUEST_LISTEN, idx)) < 0 ||
+	    (g->ivsh_listen = listen_at(g->ivsh_path, EP_GUEST_IVSHMEM, idx)) < 0) {
+		snprintf(err, errlen, "guest %s: sockets in %s: %s", name, M.sock_dir, strerror(errno));
 		goto fail;
 	}
 	return 0;
@@ -204,7 +242,9 @@ json_t *guest_prepare(const char *name, const char *service, char *err, size_t e
 	}
 	const struct region *reg = M.regions[domain];
 	json_t *mem = json_array();
-	json_array_append_new(mem, mem_entry("rings", g->ring_fd, g->ring_map_size));
+	/* the rings come from sluiced's ivshmem server (ivshmem-doorbell), with the eventfds */
+	json_array_append_new(mem, json_pack("{s:s,s:s,s:I}", "id", "rings", "server", g->ivsh_path, "size",
+					     (json_int_t)g->ring_map_size));
 	json_array_append_new(mem, mem_entry("region", reg->fd, reg->file_size));
 	if (reg->pipe_base)
 		json_array_append_new(mem, mem_entry("pipes", reg->pipe_fd, reg->pipe_file_size));
@@ -233,6 +273,53 @@ void guest_release_all(void)
 	for (unsigned i = 0; i < SL_MAX_GUESTS; i++)
 		if (guests[i].used)
 			guest_destroy(&guests[i]);
+}
+
+/* One message of QEMU's ivshmem server protocol: a little-endian int64, with at most one fd. */
+static int ivsh_send(int sock, int64_t v, int fd)
+{
+	struct iovec iov = { .iov_base = &v, .iov_len = sizeof(v) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(v) ? 0 : -1;
+}
+
+/* QEMU's ivshmem-doorbell realizes by reading, in order: the protocol version (0), its own peer id
+ * (1: the guest), the shared memory (-1 + the rings memfd), then every peer's vectors (id + eventfd,
+ * once per vector), its own last. Peer 0 is sluiced: the guest's doorbell writes for it land in
+ * tx_kick_fd; the guest's own vector 0 is rx_kick_fd, which QEMU turns into an MSI-X interrupt. */
+void guest_ivshmem_accept(uint32_t idx)
+{
+	if (idx >= SL_MAX_GUESTS || !guests[idx].used)
+		return;
+	struct guest *g = &guests[idx];
+	for (;;) {
+		int fd = accept4(g->ivsh_listen, NULL, NULL, SOCK_CLOEXEC); /* blocking: 5 small messages */
+		if (fd < 0)
+			return;
+		if (ivsh_send(fd, 0, -1) < 0 || ivsh_send(fd, 1, -1) < 0 || ivsh_send(fd, -1, g->ring_fd) < 0 ||
+		    ivsh_send(fd, 0, g->tx_kick_fd) < 0 || ivsh_send(fd, 1, g->rx_kick_fd) < 0) {
+			LOG("guest %s: ivshmem server: %s", g->name, strerror(errno));
+			close(fd);
+			continue;
+		}
+		if (g->ivsh_conn >= 0) /* the QEMU before (restarted): its end is gone or going */
+			close(g->ivsh_conn);
+		g->ivsh_conn = fd; /* kept open: QEMU reads a closed server as peers leaving */
+	}
 }
 
 void guest_adopt_rings(struct nf *nf, struct guest *g)

@@ -152,6 +152,7 @@ static void control_loop(void)
 			case EP_CTL: ctl_event((void *)(uintptr_t)idx, evs[i].events); break;
 			case EP_FAULT: attach_faults(); break;
 			case EP_GUEST_LISTEN: attach_guest_accept(idx); break;
+			case EP_GUEST_IVSHMEM: guest_ivshmem_accept(idx); break;
 			}
 		}
 		uint64_t now = now_ms();

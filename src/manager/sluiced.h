@@ -278,6 +278,7 @@ struct nf {
 	pid_t pid;
 	uid_t uid;
 	int guest;            /* 0: a process; g + 1: the NF of guest slot g (guest.c) */
+	bool doorbell;        /* a guest NF that rings and sleeps (INIT SL_INIT_F_DOORBELL) */
 	uint8_t wakeup;
 	uint32_t batch, timeout_us;
 	uint16_t service;
@@ -729,7 +730,14 @@ struct guest {
 	size_t ring_map_size;
 	size_t rx_off, tx_off, info_off;
 	int listen_fd;        /* the channel socket QEMU's virtio-serial chardev connects to */
-	char sock_path[108];
+	char sock_path[160];
+	/* doorbells (docs/guests.md "Wakeups"): sluiced is the ivshmem server of the guest's rings device
+	 * (ivshmem-doorbell): QEMU gets the rings memfd and the two eventfds from it; the NF's attach
+	 * reuses them, so they live as long as the guest slot */
+	int ivsh_listen, ivsh_conn;
+	char ivsh_path[160];
+	int rx_kick_fd;       /* sluiced -> guest: the guest's vector 0 (an MSI-X interrupt) */
+	int tx_kick_fd;       /* guest -> sluiced: peer 0's vector 0 (a write to the doorbell register) */
 	int nf;               /* NF slot of its connection, -1: none yet */
 };
 /* Make (or reset, for a new QEMU) guest `name` of `service`. Returns the control reply (what QEMU
@@ -741,6 +749,8 @@ void guest_release_all(void);
 bool guest_busy(const struct guest *g); /* its NF slot is in use by its NF */
 /* attach.c: QEMU of guest slot idx connected to the guest's channel socket */
 void attach_guest_accept(uint32_t idx);
+/* QEMU of guest slot idx connected to its ivshmem server socket: send it the rings and eventfds */
+void guest_ivshmem_accept(uint32_t idx);
 struct guest *guest_get(int slot); /* nf->guest -> its guest, NULL: none */
 void guest_adopt_rings(struct nf *nf, struct guest *g);
 json_t *guest_list(void);
@@ -784,7 +794,7 @@ static inline uint64_t now_ms(void)
 }
 
 /* epoll tags */
-enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT, EP_GUEST_LISTEN };
+enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT, EP_GUEST_LISTEN, EP_GUEST_IVSHMEM };
 struct ep_tag { enum ep_kind kind; void *ptr; };
 
 #define LOG(fmt, ...) fprintf(stderr, "sluiced: " fmt "\n", ##__VA_ARGS__)
