@@ -235,8 +235,8 @@ class SluiceTrials(SluiceFabric):
     tester = True
 
     def __init__(self, nfs: int = 1, size: int = 66, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice-trials", tester_wakeup: str = "adaptive"):
-        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag)
+                 tag: str = "sluice-trials", tester_wakeup: str = "adaptive", pipes: bool = False):
+        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes)
         self.tester_wakeup = tester_wakeup
         self.n_trials = 0
 
