@@ -246,7 +246,8 @@ def test_sluice_up_with_a_guest_nf(up, run_sluice, socket_dir):  # noqa: F811
                       {n["name"]: n for n in _api(socket_dir, "nfs")["nfs"]}["fwd.0"]["rx_pkts"] > t0 + 1000,
                       20, "packets through the guest NF")
     s = run_sluice("status", "--socket-dir", socket_dir)
-    assert s.returncode == 0 and "fwd.0" in s.stdout, s.stdout + s.stderr
+    assert s.returncode == 0 and "fwd.0 (guest)" in s.stdout and "count.0 (guest)" not in s.stdout, \
+        s.stdout + s.stderr
     # SIGKILL of its QEMU: sluiced reclaims, the supervisor boots a new guest (restart: on-failure)
     os.kill(fwd["pid"], signal.SIGKILL)
 
