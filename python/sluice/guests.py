@@ -111,23 +111,31 @@ def _b64_nul(items):
     return base64.b64encode(b"\0".join(s.encode() for s in items)).decode()
 
 
+BOOT_WORDS = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1"]  # the image's console, quiet boot
+
+
+def _boot_argv(title, which, memory, vcpus, kernel, initrd, words):
+    """What every guest's QEMU command starts with: a direct kernel boot of the image, its serial
+    console on stdout (the log), no default devices, exit when the guest powers off."""
+    return [qemu_binary(), "-name", title] + accel_args(which) + [
+        "-m", str(memory), "-smp", str(vcpus),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", " ".join(BOOT_WORDS + words)]
+
+
 def qemu_argv(prep, vm, kernel, initrd, guest_argv, guest_env, name):
     """The QEMU command for guest NF `name`: `prep` is sluiced's guest_prepare reply, guest_argv the NF
     program and its arguments as seen inside the guest, guest_env its SLUICE_* variables."""
-    mem = vm.get("memory", DEFAULT_MEMORY_MB)
-    append = " ".join([
-        "console=ttyS0", "quiet", "loglevel=3", "panic=-1",
+    words = [
         "intel_iommu=on", "iommu=pt",  # the NF takes its doorbell interrupt through VFIO (docs/guests.md)
         f"sluice.name={name}",
         f"sluice.argv={_b64_nul(guest_argv)}",
         f"sluice.env={_b64_nul(f'{k}={v}' for k, v in guest_env.items())}",
-    ])
-    argv = [qemu_binary(), "-name", f"sluice-{name}"] + accel_args() + [
-            "-m", str(mem), "-smp", str(vm.get("vcpus", DEFAULT_VCPUS)),
-            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-            "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", append,
-            # q35 with an IOMMU: VFIO in the guest needs the rings device in an IOMMU group
-            "-M", "q35", "-device", "intel-iommu"]
+    ]
+    argv = _boot_argv(f"sluice-{name}", None, vm.get("memory", DEFAULT_MEMORY_MB), vm.get("vcpus", DEFAULT_VCPUS),
+                      kernel, initrd, words) + [
+        # q35 with an IOMMU: VFIO in the guest needs the rings device in an IOMMU group
+        "-M", "q35", "-device", "intel-iommu"]
     # the guest's memory shares nothing; only the ivshmem devices below map sluiced's memfds
     for m in prep["memory"]:
         mid = f"sl-{m['id']}"
@@ -162,7 +170,7 @@ def vhost_user_qemu_argv(guest, kernel, initrd, socket_path):
     and copies frames in and out of the virtqueues."""
     name = guest["name"]
     mem = guest.get("memory", DEFAULT_MEMORY_MB)
-    words = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", f"sluice.name={name}"]
+    words = [f"sluice.name={name}"]
     if guest.get("ip"):
         words.append(f"sluice.ip={guest['ip']}")
     if guest.get("gw"):
@@ -174,10 +182,8 @@ def vhost_user_qemu_argv(guest, kernel, initrd, socket_path):
     # QEMU 7.2 under TCG segfaults starting vhost-user with MSI-X (vhost_net_start ->
     # msix_set_vector_notifiers): give the NIC no MSI-X vectors there, legacy INTx instead
     nic = f"virtio-net-pci,netdev=n0,mac={guest.get('mac') or guest_mac(name)}" + (",vectors=0" if which == "tcg" else "")
-    return [qemu_binary(), "-name", f"sluice-guest-{name}"] + accel_args(which) + [
-        "-m", str(mem), "-smp", str(guest.get("vcpus", DEFAULT_VCPUS)),
-        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        "-serial", "stdio", "-kernel", kernel, "-initrd", initrd, "-append", " ".join(words),
+    return _boot_argv(f"sluice-guest-{name}", which, mem, guest.get("vcpus", DEFAULT_VCPUS), kernel, initrd,
+                      words) + [
         "-object", f"memory-backend-memfd,id=mem,size={mem}M,share=on", "-numa", "node,memdev=mem",
         "-chardev", f"socket,id=vu0,path={socket_path}",
         "-netdev", "vhost-user,id=n0,chardev=vu0",

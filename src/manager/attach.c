@@ -158,18 +158,11 @@ int attach_open(int fd, int guest)
 	return slot;
 }
 
-/* Create the NF's shared rings and eventfds. Returns 0 or an enum sl_err. */
-static int nf_rings_create(struct nf *nf)
+/* A process NF's rings: a sealed memfd of its own holding RX ring, TX ring and info page. 0 or an
+ * enum sl_err. */
+static int process_rings_map(struct nf *nf, uint32_t slots)
 {
-	struct guest *g = guest_get(nf->guest);
-	if (g) /* its rings are in the memory its QEMU maps (guest.c) */
-		guest_adopt_rings(nf, g);
-	else if (nf->guest)
-		return SL_ERR_SHUTDOWN; /* released meanwhile */
-	uint32_t slots = M.cfg.ring_size;
 	size_t one = RTE_ALIGN_CEIL(sl_ring_bytes(slots), 4096);
-	if (g)
-		goto info;
 	nf->ring_map_size = 2 * one + NFINFO_BYTES;
 	/* Sealed at its size: an NF that could shrink the memfd would kill sluiced with SIGBUS on its
 	 * next access (and F_SEAL_SEAL: it cannot add seals of its own either). */
@@ -187,7 +180,23 @@ static int nf_rings_create(struct nf *nf)
 	sl_ring_init(nf->rx, slots);
 	sl_ring_init(nf->tx, slots);
 	nf->info = (struct sl_nf_info *)((uint8_t *)nf->ring_map + 2 * one);
-info:;
+	return SL_OK;
+}
+
+/* Create the NF's shared rings and eventfds. Returns 0 or an enum sl_err. */
+static int nf_rings_create(struct nf *nf)
+{
+	uint32_t slots = M.cfg.ring_size;
+	struct guest *g = guest_get(nf->guest);
+	if (g) /* its rings are in the memory its QEMU maps (guest.c) */
+		guest_adopt_rings(nf, g);
+	else if (nf->guest)
+		return SL_ERR_SHUTDOWN; /* released meanwhile */
+	else {
+		int rc = process_rings_map(nf, slots);
+		if (rc != SL_OK)
+			return rc;
+	}
 	char names[SL_MAX_PORTS][SL_NAME_MAX];
 	for (uint32_t i = 0; i < M.nports && i < SL_MAX_PORTS; i++)
 		snprintf(names[i], SL_NAME_MAX, "%s", M.ports[i].name);

@@ -49,18 +49,6 @@ bool guest_busy(const struct guest *g)
 	return g->nf >= 0 && M.nfs[g->nf].state != NF_FREE && M.nfs[g->nf].guest == (int)(g - guests) + 1;
 }
 
-static bool name_ok(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= SL_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-		      s[i] == '_' || s[i] == '-' || s[i] == '.'))
-			return false;
-	return true;
-}
-
 static void close_listener(int *fd, const char *path)
 {
 	if (*fd >= 0) {
@@ -113,7 +101,8 @@ static void guest_destroy(struct guest *g)
 	g->ring_fd = g->listen_fd = g->ivsh_listen = g->ivsh_conn = g->rx_kick_fd = g->tx_kick_fd = -1;
 }
 
-/* Write the rings device's header and empty rings (again on every prepare: a new QEMU). */
+/* Write the rings device's header over zeroed ring memory (again on every prepare: a new QEMU). The
+ * rings themselves are made when the NF attaches (guest_adopt_rings), before it is told of them. */
 static void guest_reset(struct guest *g)
 {
 	const struct region *reg = M.regions[g->domain];
@@ -131,8 +120,6 @@ static void guest_reset(struct guest *g)
 		v = 0;
 	if (g->tx_kick_fd >= 0 && read(g->tx_kick_fd, &v, sizeof(v)) < 0)
 		v = 0;
-	sl_ring_init((struct sl_ring *)((uint8_t *)g->ring_map + g->rx_off), M.cfg.ring_size);
-	sl_ring_init((struct sl_ring *)((uint8_t *)g->ring_map + g->tx_off), M.cfg.ring_size);
 }
 
 static int guest_create(struct guest *g, const char *name, const char *service, uint8_t domain, char *err,
@@ -196,11 +183,11 @@ static json_t *mem_entry(const char *id, int fd, size_t size)
 
 json_t *guest_prepare(const char *name, const char *service, char *err, size_t errlen)
 {
-	if (!name_ok(name)) {
+	if (!config_valid_name(name)) {
 		snprintf(err, errlen, "guest_prepare: field 'name': expected 1-31 characters of [A-Za-z0-9_.-]");
 		return NULL;
 	}
-	if (!name_ok(service)) {
+	if (!config_valid_name(service)) {
 		snprintf(err, errlen, "guest_prepare: field 'service': expected 1-31 characters of [A-Za-z0-9_.-]");
 		return NULL;
 	}
