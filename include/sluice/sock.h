@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Sluice socket service (docs/sockets.md): the wire protocol between libsluice-sock.so (the
+ * LD_PRELOAD shim in an unmodified program) and sluice-stackd (the engine and its stack modules).
+ * No DPDK here; both sides include only this header.
+ *
+ * Three things connect a program to sluice-stackd:
+ *
+ *   channel      one SOCK_SEQPACKET connection per thread of the program (its "queue set") to
+ *                <socket dir>/stack.sock. A socket call is one message: a struct sl_nqe (32 bytes)
+ *                plus up to SL_NQE_PAYLOAD_MAX bytes (a sockaddr, an option value); its completion
+ *                is one message back, the same NQE with `result` set, maybe a payload and maybe one
+ *                fd (SCM_RIGHTS). The engine never blocks on a call: a call that would block
+ *                completes with -EAGAIN/-EINPROGRESS and the shim waits on the placeholder.
+ *   region       one memfd per program (shared with its forked children), mapped by both sides:
+ *                a struct sl_sk_region, then `nslots` struct sl_sk_slot, one per socket, each with
+ *                a receive ring and a send ring of bytes. Data never goes through the channel.
+ *   placeholder  every shim socket is one end of a UNIX stream socketpair; the app holds that end
+ *                as its socket fd (numbering, dup, fork, CLOEXEC, close and exit behave as the
+ *                kernel's), sluice-stackd the other. Its readiness mirrors the shim socket's, so the
+ *                kernel's own epoll/poll/select cover shim and kernel fds in one call:
+ *                  readable  while the engine has a token byte in it (rd_token protocol below);
+ *                  writable  unless the app filled it with filler bytes the engine has not drained
+ *                            (it drains them only when the send ring has room again);
+ *                  app -> engine bytes are kicks: "look at this socket again" (send ring has new
+ *                            data, receive ring has room, a token is wanted back);
+ *                  the engine sees EPOLLHUP once every copy of the app's end is closed: that is
+ *                            close(), reference-counted by the kernel across dup and fork.
+ *
+ * Everything in the region is written by the program too: sluice-stackd copies indices once,
+ * checks them (0 <= tail - head <= ring size) and treats a violation as that socket's reset,
+ * never another program's problem.
+ */
+#ifndef SLUICE_SOCK_H
+#define SLUICE_SOCK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_SK_VERSION       1
+#define SL_SK_MAGIC         0x4b534c53u /* "SLSK" little-endian: the region header */
+#define SL_SK_SOCKET_NAME   "stack.sock" /* in the socket dir (SLUICE_SOCKET_DIR, /run/sluice) */
+#define SL_NQE_PAYLOAD_MAX  512u
+#define SL_SK_ADDR_MAX      28u          /* sizeof(struct sockaddr_in6) */
+
+/* stack modules (docs/sockets.md "Stack modules"), chosen per program by `sluice run --stack` */
+enum sl_sk_stack {
+	SL_SK_STACK_KERNEL = 1, /* the host kernel's TCP/IP, called by sluice-stackd on the app's behalf */
+	SL_SK_STACK_SHM = 2,    /* both ends are shim sockets on this host: bytes move ring to ring */
+	SL_SK_STACK_AUTO = 3,   /* shm when the peer is a local shim socket, else kernel */
+};
+
+/* NQE operations. Requests carry the arguments listed; every completion carries `result`
+ * (>= 0, or -errno) and echoes op, sock and seq. */
+enum sl_nqe_op {
+	SL_NQE_HELLO = 1,      /* first message of a channel. arg0 = enum sl_sk_stack, arg1 = rate
+	                        * limit in bytes/s (0: none); payload = struct sl_nqe_hello.
+	                        * completion: arg0 = region bytes, arg1 = app id; the region memfd
+	                        * rides along when the program is new (a child after fork already has
+	                        * it mapped and sends the region's token instead) */
+	SL_NQE_SOCKET = 2,     /* arg0 = domain, arg1 = type (SOCK_STREAM|SOCK_DGRAM, no flags).
+	                        * completion: result = slot, one fd = the app's end of the placeholder */
+	SL_NQE_BIND = 3,       /* payload = sockaddr */
+	SL_NQE_LISTEN = 4,     /* arg0 = backlog */
+	SL_NQE_ACCEPT = 5,     /* completion: result = new slot, fd = its placeholder, payload = peer
+	                        * address; -EAGAIN when none is queued */
+	SL_NQE_CONNECT = 6,    /* payload = sockaddr. completion: 0 (connected), -EINPROGRESS (wait for
+	                        * the placeholder to be writable, then GETSOCKOPT SO_ERROR), or -errno */
+	SL_NQE_SHUTDOWN = 7,   /* arg0 = SHUT_RD/WR/RDWR; SHUT_WR is queued behind the send ring */
+	SL_NQE_GETSOCKNAME = 8,/* completion payload = sockaddr */
+	SL_NQE_GETPEERNAME = 9,/* completion payload = sockaddr, or -ENOTCONN */
+	SL_NQE_SETSOCKOPT = 10,/* arg0 = level, arg1 = optname, payload = value */
+	SL_NQE_GETSOCKOPT = 11,/* arg0 = level, arg1 = optname | (optlen << 32); completion payload */
+	SL_NQE_STATS = 12,     /* completion payload = JSON (may be cut at SL_NQE_PAYLOAD_MAX; the
+	                        * control command `stats` of stack.sock has no such limit) */
+	SL_NQE_CONNECT_DGRAM_CLEAR = 13, /* connect(AF_UNSPEC) on a datagram socket */
+};
+
+/* NQE flags */
+#define SL_NQE_F_CLOEXEC  0x01u /* SOCKET/ACCEPT: the shim receives the fd with MSG_CMSG_CLOEXEC */
+#define SL_NQE_F_PAYLOAD_CUT 0x02u /* completion: the payload was longer and was cut */
+
+struct sl_nqe {
+	uint8_t op;       /* enum sl_nqe_op */
+	uint8_t flags;    /* SL_NQE_F_* */
+	uint16_t len;     /* payload bytes after this NQE in the same message */
+	uint32_t sock;    /* slot of the socket the call is about */
+	int32_t result;   /* completion: >= 0, or -errno */
+	uint32_t seq;     /* chosen by the shim, echoed */
+	uint64_t arg0;
+	uint64_t arg1;
+};
+_Static_assert(sizeof(struct sl_nqe) == 32, "an NQE is 32 bytes");
+
+struct sl_nqe_hello {
+	uint32_t version;       /* SL_SK_VERSION */
+	uint32_t pid;
+	uint8_t token[16];      /* zero: a new program; else the region token of the parent (fork) */
+	char name[32];          /* the program's name (comm) for `sluice stats` */
+};
+
+/* A byte ring: free-running 64-bit positions, size a power of two. One producer, one consumer. */
+struct sl_sk_ring {
+	volatile uint64_t head;  /* consumer: bytes taken (own cache line) */
+	uint64_t pad0[7];
+	volatile uint64_t tail;  /* producer: bytes put */
+	uint64_t pad1[7];
+};
+_Static_assert(sizeof(struct sl_sk_ring) == 128, "ring indices are two cache lines");
+
+/* Datagram sockets put records in their rings: this header, then `len` bytes, then padding to 8.
+ * Positions of records are multiples of 8 and a record never wraps: a producer whose record would
+ * wrap puts a header with len = SL_SK_DGRAM_SKIP meaning "the rest up to the wrap is empty"; when
+ * fewer than SL_SK_DGRAM_HDR bytes are left before the wrap, it writes nothing there and the
+ * consumer skips them the same way without reading. A record takes
+ * SL_SK_DGRAM_HDR + len rounded up to 8. */
+struct sl_sk_dgram {
+	uint32_t len;
+	uint16_t addr_len;         /* 0: no address (connected socket) */
+	uint16_t pad;
+	uint8_t addr[SL_SK_ADDR_MAX]; /* destination (send ring) or source (receive ring) */
+};
+_Static_assert(sizeof(struct sl_sk_dgram) == 36, "datagram record header is 36 bytes");
+#define SL_SK_DGRAM_SKIP 0xffffffffu
+#define SL_SK_DGRAM_ALIGN 8u
+#define SL_SK_DGRAM_HDR 40u /* sizeof(struct sl_sk_dgram) rounded up to 8 */
+
+/* sl_sk_slot.state bits: written by the engine, read by the shim */
+#define SL_SK_S_CONNECTED  0x01u /* a stream socket with a peer */
+#define SL_SK_S_CONNECTING 0x02u
+#define SL_SK_S_LISTENING  0x04u
+#define SL_SK_S_RX_EOF     0x08u /* no more bytes will be put in the receive ring */
+#define SL_SK_S_TX_CLOSED  0x10u /* the peer is gone (reset/EPIPE): sends fail with `error` */
+#define SL_SK_S_SHUT_WR    0x20u /* shutdown(SHUT_WR) asked: the shim refuses further sends */
+#define SL_SK_S_SHM        0x40u /* this connection runs on the shm module */
+
+/* One socket's shared state. The engine's and the shim's fields are on separate cache lines. */
+struct sl_sk_slot {
+	/* engine-written */
+	volatile uint32_t gen;       /* bumped each time the slot is given out */
+	volatile uint32_t state;     /* SL_SK_S_* */
+	volatile int32_t error;      /* pending SO_ERROR (positive errno), 0: none */
+	volatile uint32_t acceptq;   /* connections waiting for accept() (listening socket) */
+	volatile uint32_t domain;
+	volatile uint32_t type;
+	uint32_t pad0[10];
+	/* both sides, with atomic exchange */
+	volatile uint32_t rd_token;  /* 1 while the engine has put a token byte in the placeholder */
+	volatile uint32_t tx_kick;   /* 1 while a kick for new send-ring data is on its way */
+	volatile uint32_t rx_wanted; /* 1 when the engine stopped filling a full receive ring */
+	uint32_t pad1[13];
+	struct sl_sk_ring rx;        /* engine produces, app consumes */
+	struct sl_sk_ring tx;        /* app produces, engine consumes */
+	/* then: rx data (ring_bytes), tx data (ring_bytes), at the offsets sl_sk_rx_data/_tx_data give */
+};
+_Static_assert(sizeof(struct sl_sk_slot) == 384, "slot header is 384 bytes");
+
+struct sl_sk_region {
+	uint32_t magic;        /* SL_SK_MAGIC */
+	uint32_t version;      /* SL_SK_VERSION */
+	uint64_t size;         /* bytes of the memfd */
+	uint32_t nslots;
+	uint32_t ring_bytes;   /* each ring's data bytes, a power of two */
+	uint64_t slot_bytes;   /* distance between slots */
+	uint64_t app_id;
+	uint8_t token[16];     /* a child after fork shows this in HELLO to join its parent's program */
+	uint8_t pad[4096 - 56];
+};
+_Static_assert(sizeof(struct sl_sk_region) == 4096, "region header is one page");
+
+static inline struct sl_sk_slot *sl_sk_slot_at(void *region, uint32_t slot)
+{
+	struct sl_sk_region *r = (struct sl_sk_region *)region;
+	return (struct sl_sk_slot *)((char *)region + sizeof(*r) + (uint64_t)slot * r->slot_bytes);
+}
+static inline uint8_t *sl_sk_rx_data(struct sl_sk_slot *s) { return (uint8_t *)s + 4096; }
+static inline uint8_t *sl_sk_tx_data(struct sl_sk_slot *s, uint32_t ring_bytes)
+{
+	return (uint8_t *)s + 4096 + ring_bytes;
+}
+
+/* Byte-ring helpers for both sides. `size` is the ring's data bytes (a power of two). The caller
+ * has taken its snapshot of the other side's index with an acquire load and checked it. */
+static inline uint64_t sl_sk_load_acquire(const volatile uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void sl_sk_store_release(volatile uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+static inline uint32_t sl_sk_xchg(volatile uint32_t *p, uint32_t v)
+{
+	return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+/* copy n bytes into the ring's data at position pos (wrapping) */
+static inline void sl_sk_ring_write(uint8_t *data, uint32_t size, uint64_t pos, const void *src, uint64_t n)
+{
+	uint64_t off = pos & (size - 1), first = size - off < n ? size - off : n;
+	__builtin_memcpy(data + off, src, first);
+	if (n > first)
+		__builtin_memcpy(data, (const uint8_t *)src + first, n - first);
+}
+/* copy n bytes out of the ring's data from position pos (wrapping) */
+static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t pos, void *dst, uint64_t n)
+{
+	uint64_t off = pos & (size - 1), first = size - off < n ? size - off : n;
+	__builtin_memcpy(dst, data + off, first);
+	if (n > first)
+		__builtin_memcpy((uint8_t *)dst + first, data, n - first);
+}
+
+/* The readable token (both sides follow this, or a wakeup is lost):
+ *   engine, when the socket becomes readable (ring not empty, EOF, error, acceptq > 0):
+ *       if (xchg(&rd_token, 1) == 0) write one byte to its end;
+ *   shim, when it finds the socket not readable (about to return EAGAIN or to wait):
+ *       if (xchg(&rd_token, 0) == 1) read every byte of the placeholder (MSG_DONTWAIT);
+ *       then look again: if readable now, kick (the engine puts the token back).
+ * Kicks: after putting send-ring data, if (xchg(&tx_kick, 1) == 0) write one byte; after taking
+ * receive-ring data, if (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before
+ * it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the
+ * placeholder is not writable; the engine leaves bytes in its end while the send ring is more than
+ * 3/4 full and reads them all once it is not. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_SOCK_H */

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The kernel stack module: each shim socket has a real, non-blocking kernel socket in
+ * sluice-stackd's network namespace, and the engine performs the app's calls on it. Data moves
+ * between the kernel socket and the slot's rings; edge-triggered epoll says when to look again.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "stackd.h"
+
+#define KEVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
+
+static int kwatch(struct sk *s, uint32_t events)
+{
+	if (s->k_in_epoll)
+		return 0;
+	if (sk_epoll_add(s->kfd, &s->ev_k, events) < 0)
+		return -errno;
+	s->k_in_epoll = true;
+	return 0;
+}
+
+int kstack_socket(struct sk *s)
+{
+	s->kfd = socket(s->domain, s->type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->kfd < 0)
+		return -errno;
+	if (s->type == SOCK_DGRAM) {
+		s->k_writable = true;
+		return kwatch(s, KEVENTS);
+	}
+	return 0;
+}
+
+int kstack_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
+{
+	return bind(s->kfd, sa, len) < 0 ? -errno : 0;
+}
+
+int kstack_listen(struct sk *s, int backlog)
+{
+	if (listen(s->kfd, backlog) < 0)
+		return -errno;
+	return kwatch(s, EPOLLIN | EPOLLET);
+}
+
+int kstack_connect(struct sk *s, const struct sockaddr *sa, socklen_t len)
+{
+	int r = connect(s->kfd, sa, len);
+	if (r < 0 && errno != EINPROGRESS)
+		return -errno;
+	int rc = r < 0 ? -EINPROGRESS : 0;
+	if (s->type == SOCK_DGRAM)
+		return 0;
+	s->mode = SL_SK_STACK_KERNEL;
+	s->app->conns_kernel++;
+	int w = kwatch(s, KEVENTS);
+	if (w)
+		return w;
+	if (rc == -EINPROGRESS) {
+		s->state = SK_CONNECTING;
+		sk_set_state(s, SL_SK_S_CONNECTING, 0);
+	} else {
+		s->state = SK_CONNECTED;
+		s->k_writable = s->k_readable = true;
+		sk_set_state(s, SL_SK_S_CONNECTED, 0);
+	}
+	return rc;
+}
+
+/* a connection from the kernel listener: a new socket of the listener's app (no placeholder yet) */
+int kstack_accept(struct sk *l, struct sk **out)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd = accept4(l->kfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		if (e == EAGAIN || e == EWOULDBLOCK)
+			l->kernel_accept_ready = false;
+		return e == EWOULDBLOCK ? -EAGAIN : -e;
+	}
+	struct sk *s = sk_new(l->app, l->domain, SOCK_STREAM);
+	if (!s) {
+		close(fd);
+		return -EMFILE;
+	}
+	s->kfd = fd;
+	s->mode = SL_SK_STACK_KERNEL;
+	s->state = SK_CONNECTED;
+	s->k_readable = s->k_writable = true;
+	s->remote = ss;
+	s->remote_len = sl;
+	sk_set_state(s, SL_SK_S_CONNECTED, 0);
+	l->app->conns_kernel++;
+	int w = kwatch(s, KEVENTS);
+	if (w) {
+		sk_free(s);
+		return w;
+	}
+	*out = s;
+	return 0;
+}
+
+void kstack_event(struct sk *s, uint32_t ev)
+{
+	if (s->state == SK_LISTEN) {
+		if (ev & EPOLLIN)
+			s->kernel_accept_ready = true;
+		return;
+	}
+	if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		s->k_readable = true;
+	if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+		s->k_writable = true;
+	if (s->state == SK_CONNECTING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+		getsockopt(s->kfd, SOL_SOCKET, SO_ERROR, &err, &el);
+		if (err) {
+			s->state = SK_NEW;
+			s->sh->error = err;
+			sk_set_state(s, 0, SL_SK_S_CONNECTING);
+		} else {
+			s->state = SK_CONNECTED;
+			sk_set_state(s, SL_SK_S_CONNECTED, SL_SK_S_CONNECTING);
+		}
+		s->bytes_waiting = true; /* the filler the shim put in while connecting */
+	}
+}
+
+static void stream_tx(struct sk *s, uint64_t *budget)
+{
+	while (s->k_writable && *budget) {
+		uint64_t used = sk_tx_used(s);
+		if (!used)
+			break;
+		uint32_t off = (uint32_t)(s->tx_head & (s->rb - 1));
+		uint64_t chunk = s->rb - off < used ? s->rb - off : used;
+		chunk = sk_budget(s, chunk < *budget ? chunk : *budget);
+		if (!chunk)
+			return;
+		ssize_t n = send(s->kfd, s->txd + off, chunk, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				s->k_writable = false;
+			} else if (errno != EINTR) {
+				sk_reset(s, errno);
+				return;
+			}
+			continue;
+		}
+		s->tx_head += (uint64_t)n;
+		sl_sk_store_release(&s->sh->tx.head, s->tx_head);
+		sk_spend(s, (uint64_t)n);
+		*budget -= (uint64_t)n;
+	}
+	if (s->shut_wr && !s->shut_wr_done && !sk_tx_used(s)) {
+		shutdown(s->kfd, SHUT_WR);
+		s->shut_wr_done = true;
+	}
+}
+
+static void stream_rx(struct sk *s, uint64_t *budget)
+{
+	while (s->k_readable && *budget && !(s->sh->state & SL_SK_S_RX_EOF)) {
+		uint64_t room = sk_rx_free(s);
+		if (!room) {
+			sl_sk_xchg(&s->sh->rx_wanted, 1);
+			if (!(room = sk_rx_free(s)))
+				return;
+		}
+		uint32_t off = (uint32_t)(s->rx_tail & (s->rb - 1));
+		uint64_t chunk = s->rb - off < room ? s->rb - off : room;
+		if (chunk > *budget)
+			chunk = *budget;
+		ssize_t n = recv(s->kfd, s->rxd + off, chunk, MSG_DONTWAIT);
+		if (n > 0) {
+			s->rx_tail += (uint64_t)n;
+			sl_sk_store_release(&s->sh->rx.tail, s->rx_tail);
+			s->rx_bytes += (uint64_t)n;
+			s->app->rx_bytes += (uint64_t)n;
+			*budget -= (uint64_t)n;
+		} else if (n == 0) {
+			sk_set_state(s, SL_SK_S_RX_EOF, 0);
+			s->k_readable = false;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			s->k_readable = false;
+		} else if (errno != EINTR) {
+			sk_reset(s, errno);
+			return;
+		}
+	}
+}
+
+static void dgram_tx(struct sk *s, uint64_t *budget)
+{
+	struct sl_sk_dgram h;
+	const uint8_t *data;
+	int r;
+	while (s->k_writable && *budget && (r = sk_dgram_next(s, &h, &data)) != 0) {
+		if (r < 0) {
+			sk_reset(s, ECONNRESET);
+			return;
+		}
+		if (!sk_budget(s, h.len ? h.len : 1))
+			return;
+		/* auto: a local shim datagram socket at the destination gets it ring to ring */
+		if (s->app->stack == SL_SK_STACK_AUTO && shm_dgram_deliver(s, &h, data)) {
+			sk_spend(s, h.len);
+			sk_dgram_done(s, &h);
+			continue;
+		}
+		ssize_t n = sendto(s->kfd, data, h.len, MSG_DONTWAIT | MSG_NOSIGNAL,
+				   h.addr_len ? (const struct sockaddr *)(const void *)h.addr : NULL, h.addr_len);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
+			s->k_writable = false;
+			return;
+		}
+		if (n < 0 && errno != EINTR)
+			s->sh->error = errno; /* e.g. ECONNREFUSED on a connected socket: SO_ERROR, as the kernel */
+		sk_spend(s, h.len);
+		sk_dgram_done(s, &h);
+		*budget -= h.len < *budget ? h.len : *budget;
+	}
+}
+
+static void dgram_rx(struct sk *s, uint64_t *budget)
+{
+	while (s->k_readable && *budget) {
+		ssize_t len = recv(s->kfd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+		if (len < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				s->k_readable = false;
+			else if (errno != EINTR)
+				s->sh->error = errno;
+			if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+				continue;
+			return;
+		}
+		uint8_t *dst = sk_dgram_reserve(s, (uint32_t)len);
+		if (!dst) {
+			sl_sk_xchg(&s->sh->rx_wanted, 1);
+			if (!(dst = sk_dgram_reserve(s, (uint32_t)len)))
+				return;
+		}
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(s->kfd, dst, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		if (n < 0)
+			continue;
+		sk_dgram_commit(s, (uint32_t)n, &from, fl);
+		*budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+	}
+}
+
+void kstack_service(struct sk *s, uint64_t budget)
+{
+	if (s->kfd < 0 || s->broken)
+		return;
+	uint64_t start = budget;
+	if (s->type == SOCK_DGRAM) {
+		dgram_tx(s, &budget);
+		dgram_rx(s, &budget);
+	} else if (s->state == SK_CONNECTED) {
+		stream_tx(s, &budget);
+		stream_rx(s, &budget);
+	}
+	if (!budget && start)
+		sk_work(s); /* more to do: back of the line (round-robin) */
+}
+
+int kstack_shutdown(struct sk *s, int how)
+{
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		shutdown(s->kfd, SHUT_RD);
+	return 0;
+}
+
+void kstack_close(struct sk *s)
+{
+	if (s->kfd >= 0) {
+		close(s->kfd); /* leaves the epoll set with it */
+		s->kfd = -1;
+		s->k_in_epoll = false;
+	}
+}

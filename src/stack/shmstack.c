@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The shm stack module: when both ends of a connection are shim sockets on this host, the engine
+ * pairs them in its connection table and copies bytes from one's send ring to the other's receive
+ * ring. No TCP/IP: no segments, no checksums, no ACKs. Addresses and ports are still kept (bind,
+ * getsockname, getpeername behave) in a table of bound sockets.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "stackd.h"
+
+#define EPHEMERAL_LO 61000 /* above Linux's default ephemeral range, so auto mode never collides */
+#define EPHEMERAL_HI 65535
+
+static struct sk *bound_head;
+static uint16_t next_ephemeral = EPHEMERAL_LO;
+
+/* an address as 16 bytes (IPv4 mapped into IPv6) and a port */
+struct naddr {
+	uint8_t a[16];
+	uint16_t port;
+};
+
+static const uint8_t v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+static bool norm(const struct sockaddr_storage *ss, struct naddr *n)
+{
+	memset(n, 0, sizeof(*n));
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)ss;
+		memcpy(n->a, v4mapped_prefix, 12);
+		memcpy(n->a + 12, &in->sin_addr, 4);
+		n->port = ntohs(in->sin_port);
+		return true;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)ss;
+		memcpy(n->a, &in6->sin6_addr, 16);
+		n->port = ntohs(in6->sin6_port);
+		return true;
+	}
+	return false;
+}
+
+static bool is_v4(const struct naddr *n)
+{
+	return !memcmp(n->a, v4mapped_prefix, 12);
+}
+
+static bool is_any(const struct naddr *n)
+{
+	static const uint8_t zero[16];
+	return !memcmp(n->a, zero, 16) || (is_v4(n) && !memcmp(n->a + 12, zero, 4));
+}
+
+/* the address as a sockaddr of the given family (IPv4 in an AF_INET6 socket is mapped) */
+static socklen_t denorm(const struct naddr *n, int domain, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (domain == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(n->port);
+		memcpy(&in->sin_addr, n->a + 12, 4);
+		return sizeof(*in);
+	}
+	struct sockaddr_in6 *in6 = (void *)ss;
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(n->port);
+	memcpy(&in6->sin6_addr, n->a, 16);
+	return sizeof(*in6);
+}
+
+/* would a socket bound at e (of family dom, v6only) receive what is sent to d? */
+static bool covers(const struct sk *e, const struct naddr *d)
+{
+	struct naddr en;
+	if (!norm(&e->local, &en) || en.port != d->port)
+		return false;
+	if (e->domain == AF_INET && !is_v4(d))
+		return false;
+	if (e->domain == AF_INET6 && is_v4(d) && (e->v6only || (!is_any(&en) && !is_v4(&en))))
+		return false;
+	if (is_any(&en))
+		return is_v4(d) || !is_v4(&en);
+	return !memcmp(en.a, d->a, 16);
+}
+
+static bool port_taken(int type, uint16_t port)
+{
+	for (struct sk *e = bound_head; e; e = e->bound_next)
+		if (e->type == type && addr_port(&e->local) == port)
+			return true;
+	return false;
+}
+
+static uint16_t ephemeral(int type)
+{
+	for (int i = 0; i <= EPHEMERAL_HI - EPHEMERAL_LO; i++) {
+		uint16_t p = next_ephemeral;
+		next_ephemeral = p == EPHEMERAL_HI ? EPHEMERAL_LO : p + 1;
+		if (!port_taken(type, p))
+			return p;
+	}
+	return 0;
+}
+
+static void table_add(struct sk *s)
+{
+	if (s->in_table)
+		return;
+	s->bound_next = bound_head;
+	bound_head = s;
+	s->in_table = true;
+}
+
+void shm_unbind(struct sk *s)
+{
+	if (!s->in_table)
+		return;
+	for (struct sk **pp = &bound_head; *pp; pp = &(*pp)->bound_next)
+		if (*pp == s) {
+			*pp = s->bound_next;
+			break;
+		}
+	s->in_table = false;
+}
+
+int shm_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
+{
+	struct sockaddr_storage ss = { 0 };
+	memcpy(&ss, sa, len < sizeof(ss) ? len : sizeof(ss));
+	struct naddr n;
+	if (!norm(&ss, &n))
+		return -EAFNOSUPPORT;
+	if (s->kfd < 0) { /* shm alone: conflicts and port 0 are ours to handle (auto: the kernel did) */
+		if (!n.port && !(n.port = ephemeral(s->type)))
+			return -EADDRINUSE;
+		for (struct sk *e = bound_head; e; e = e->bound_next) {
+			struct naddr en;
+			norm(&e->local, &en);
+			if (e->type == s->type && en.port == n.port &&
+			    (is_any(&en) || is_any(&n) || !memcmp(en.a, n.a, 16)) &&
+			    !(s->reuseaddr && e->reuseaddr && e->state != SK_LISTEN))
+				return -EADDRINUSE;
+		}
+	}
+	s->local_len = denorm(&n, s->domain, &s->local);
+	s->state = SK_BOUND;
+	table_add(s);
+	return 0;
+}
+
+/* an unbound socket gets a loopback address of its family and an ephemeral port */
+int shm_autobind(struct sk *s)
+{
+	if (s->in_table || s->local_len)
+		return 0;
+	struct naddr n = { .port = ephemeral(s->type) };
+	if (!n.port)
+		return -EADDRNOTAVAIL;
+	if (s->domain == AF_INET) {
+		memcpy(n.a, v4mapped_prefix, 12);
+		n.a[12] = 127;
+		n.a[15] = 1;
+	} else {
+		n.a[15] = 1;
+	}
+	s->local_len = denorm(&n, s->domain, &s->local);
+	table_add(s);
+	return 0;
+}
+
+int shm_listen(struct sk *s, int backlog)
+{
+	int rc = shm_autobind(s);
+	if (rc)
+		return rc;
+	s->backlog = backlog < 1 ? 1 : (uint32_t)backlog;
+	table_add(s);
+	return 0;
+}
+
+struct sk *shm_find_listener(const struct sockaddr *sa, int type)
+{
+	struct sockaddr_storage ss = { 0 };
+	memcpy(&ss, sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	struct naddr d;
+	if (!norm(&ss, &d))
+		return NULL;
+	for (struct sk *e = bound_head; e; e = e->bound_next)
+		if (e->type == type && (type == SOCK_DGRAM || e->state == SK_LISTEN) && !e->app_closed &&
+		    (e->app->stack == SL_SK_STACK_SHM || e->app->stack == SL_SK_STACK_AUTO) && covers(e, &d))
+			return e;
+	return NULL;
+}
+
+/* c connects to listener l: the server's socket is made now, in l's app, and waits for accept */
+int shm_connect(struct sk *c, struct sk *l, const struct sockaddr *sa, socklen_t len)
+{
+	(void)len;
+	if (l->accq_len >= l->backlog)
+		return -ECONNREFUSED;
+	struct sk *a = sk_new(l->app, l->domain, SOCK_STREAM);
+	if (!a)
+		return -ECONNREFUSED;
+	int rc = sk_make_placeholder(a);
+	if (rc) {
+		sk_free(a);
+		return rc;
+	}
+	if (!c->local_len)
+		shm_autobind(c);
+	struct sockaddr_storage ss = { 0 };
+	memcpy(&ss, sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	struct naddr dst, src, lst;
+	norm(&ss, &dst);
+	norm(&c->local, &src);
+	norm(&l->local, &lst);
+	c->remote_len = denorm(&dst, c->domain, &c->remote);
+	a->local_len = denorm(is_any(&lst) ? &dst : &lst, a->domain, &a->local);
+	a->remote_len = denorm(&src, a->domain, &a->remote);
+	c->peer = a;
+	a->peer = c;
+	c->mode = a->mode = SL_SK_STACK_SHM;
+	c->state = a->state = SK_CONNECTED;
+	sk_set_state(c, SL_SK_S_CONNECTED | SL_SK_S_SHM, SL_SK_S_CONNECTING);
+	sk_set_state(a, SL_SK_S_CONNECTED | SL_SK_S_SHM, 0);
+	a->listener = l;
+	if (l->accq_tail)
+		l->accq_tail->accq_next = a;
+	else
+		l->accq_head = a;
+	l->accq_tail = a;
+	l->accq_len++;
+	l->sh->acceptq = l->accq_len + l->kernel_accept_ready;
+	c->app->conns_shm++;
+	l->app->conns_shm++;
+	sk_token(l);
+	return 0;
+}
+
+int shm_accept(struct sk *l, struct sk **out)
+{
+	struct sk *a = l->accq_head;
+	if (!a)
+		return -EAGAIN;
+	l->accq_head = a->accq_next;
+	if (!l->accq_head)
+		l->accq_tail = NULL;
+	l->accq_len--;
+	a->accq_next = NULL;
+	a->listener = NULL;
+	*out = a;
+	return 0;
+}
+
+/* bytes from src's send ring to dst's receive ring */
+static void move(struct sk *src, struct sk *dst, uint64_t *budget)
+{
+	if (src->broken || dst->broken)
+		return;
+	bool moved = false;
+	while (*budget) {
+		uint64_t used = sk_tx_used(src);
+		if (!used)
+			break;
+		uint64_t room = sk_rx_free(dst);
+		if (!room) {
+			sl_sk_xchg(&dst->sh->rx_wanted, 1);
+			if (!(room = sk_rx_free(dst)))
+				break;
+		}
+		uint32_t soff = (uint32_t)(src->tx_head & (src->rb - 1));
+		uint32_t doff = (uint32_t)(dst->rx_tail & (dst->rb - 1));
+		uint64_t n = used < room ? used : room;
+		if (n > src->rb - soff)
+			n = src->rb - soff;
+		if (n > dst->rb - doff)
+			n = dst->rb - doff;
+		n = sk_budget(src, n < *budget ? n : *budget);
+		if (!n)
+			break;
+		memcpy(dst->rxd + doff, src->txd + soff, n);
+		src->tx_head += n;
+		dst->rx_tail += n;
+		sl_sk_store_release(&src->sh->tx.head, src->tx_head);
+		sl_sk_store_release(&dst->sh->rx.tail, dst->rx_tail);
+		sk_spend(src, n);
+		dst->rx_bytes += n;
+		dst->app->rx_bytes += n;
+		*budget -= n;
+		moved = true;
+	}
+	if (moved) {
+		sk_token(dst);
+		if (src->bytes_waiting)
+			sk_drain_bytes(src);
+	}
+}
+
+/* the end of src's stream reaches dst once everything before it has */
+static void eof(struct sk *src, struct sk *dst)
+{
+	if (src->shut_wr_done || !(src->shut_wr || src->app_closed) || sk_tx_used(src))
+		return;
+	src->shut_wr_done = true;
+	sk_set_state(dst, SL_SK_S_RX_EOF, 0);
+	sk_token(dst);
+}
+
+static void dgram_service(struct sk *s, uint64_t *budget)
+{
+	struct sl_sk_dgram h;
+	const uint8_t *data;
+	int r;
+	while (*budget && (r = sk_dgram_next(s, &h, &data)) != 0) {
+		if (r < 0) {
+			sk_reset(s, ECONNRESET);
+			return;
+		}
+		if (!sk_budget(s, h.len ? h.len : 1))
+			return;
+		if (!shm_dgram_deliver(s, &h, data))
+			s->drops++;
+		sk_spend(s, h.len);
+		sk_dgram_done(s, &h);
+		*budget -= h.len < *budget ? h.len : *budget;
+	}
+	if (s->bytes_waiting)
+		sk_drain_bytes(s);
+}
+
+void shm_service(struct sk *s, uint64_t budget)
+{
+	uint64_t start = budget;
+	if (s->type == SOCK_DGRAM) {
+		if (s->kfd < 0)
+			dgram_service(s, &budget);
+	} else if (s->peer) {
+		move(s, s->peer, &budget);
+		move(s->peer, s, &budget);
+		eof(s, s->peer);
+		eof(s->peer, s);
+	}
+	if (!budget && start)
+		sk_work(s);
+}
+
+int shm_dgram_connect(struct sk *s, const struct sockaddr *sa, socklen_t len)
+{
+	int rc = shm_autobind(s);
+	if (rc)
+		return rc;
+	memset(&s->remote, 0, sizeof(s->remote));
+	memcpy(&s->remote, sa, len < sizeof(s->remote) ? len : sizeof(s->remote));
+	s->remote_len = len;
+	return 0;
+}
+
+/* a datagram from a shim socket to the local shim datagram socket bound at its destination */
+bool shm_dgram_deliver(struct sk *from, const struct sl_sk_dgram *hdr, const uint8_t *data)
+{
+	struct sockaddr_storage ss = { 0 };
+	if (hdr->addr_len) {
+		memcpy(&ss, hdr->addr, hdr->addr_len);
+	} else if (from->remote_len) {
+		ss = from->remote;
+	} else {
+		return false;
+	}
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return false;
+	struct sk *to = shm_find_listener((const struct sockaddr *)&ss, SOCK_DGRAM);
+	if (!to || to->broken)
+		return false;
+	if (!from->local_len)
+		shm_autobind(from);
+	struct naddr src;
+	norm(&from->local, &src);
+	struct sockaddr_storage sa;
+	socklen_t sl = denorm(&src, to->domain, &sa);
+	uint8_t *dst = sk_dgram_reserve(to, hdr->len);
+	if (!dst) {
+		to->drops++;
+		return true; /* delivered to a full socket: dropped there, as UDP does */
+	}
+	memcpy(dst, data, hdr->len);
+	sk_dgram_commit(to, hdr->len, &sa, sl);
+	sk_token(to);
+	return true;
+}
+
+/* s is going away: its peer sees the end (or a reset if s left data unread, as TCP does) */
+void shm_close(struct sk *s)
+{
+	shm_unbind(s);
+	if (s->peer) {
+		struct sk *p = s->peer;
+		p->peer = NULL;
+		s->peer = NULL;
+		if (s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head) || s->broken)
+			p->sh->error = ECONNRESET;
+		sk_set_state(p, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, 0);
+		sk_token(p);
+		sk_work(p);
+	}
+	/* a listener's connections nobody accepted: their clients are reset */
+	struct sk *a;
+	while ((a = s->accq_head)) {
+		s->accq_head = a->accq_next;
+		a->accq_next = NULL;
+		a->listener = NULL;
+		if (a->peer) {
+			struct sk *c = a->peer;
+			c->peer = NULL;
+			a->peer = NULL;
+			c->sh->error = ECONNRESET;
+			sk_set_state(c, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, 0);
+			sk_token(c);
+		}
+		sk_free(a);
+	}
+	s->accq_tail = NULL;
+	s->accq_len = 0;
+}

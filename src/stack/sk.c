@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Socket objects and what both stack modules share: the slot in the app's region, the placeholder's
+ * engine end (tokens, kicks, filler), the work list that serves sockets round-robin, token buckets.
+ * The app writes its slot too: every index read from it is checked before it is used.
+ */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "stackd.h"
+
+struct app *g_apps;
+uint64_t g_nsocks;
+int g_epfd = -1;
+
+static struct sk *work_head, *work_tail;
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sk_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("sluice-stackd: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+int sk_epoll_add(int fd, struct ev *ev, uint32_t events)
+{
+	struct epoll_event e = { .events = events, .data.ptr = ev };
+	return epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+struct sk *sk_new(struct app *a, int domain, int type)
+{
+	uint32_t slot;
+	for (slot = 0; slot < a->nslots; slot++)
+		if (!a->socks[slot])
+			break;
+	if (slot == a->nslots)
+		return NULL;
+	struct sk *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->app = a;
+	s->slot = slot;
+	s->sh = sl_sk_slot_at(a->base, slot);
+	s->rb = a->ring_bytes;
+	s->rxd = sl_sk_rx_data(s->sh);
+	s->txd = sl_sk_tx_data(s->sh, s->rb);
+	s->domain = domain;
+	s->type = type;
+	s->mode = a->stack;
+	s->efd = s->app_fd = s->kfd = -1;
+	s->ev_e = (struct ev){ EV_ENGINE_END, s };
+	s->ev_k = (struct ev){ EV_KERNEL, s };
+	struct sl_sk_slot *sh = s->sh;
+	uint32_t gen = sh->gen + 1;
+	memset(sh, 0, sizeof(*sh));
+	sh->gen = gen;
+	sh->domain = (uint32_t)domain;
+	sh->type = (uint32_t)type;
+	a->socks[slot] = s;
+	a->nsocks++;
+	a->refs++;
+	g_nsocks++;
+	return s;
+}
+
+/* the app's stack memory goes once nothing of it is left: no channel, no socket */
+void app_put(struct app *a)
+{
+	if (--a->refs)
+		return;
+	for (struct app **pp = &g_apps; *pp; pp = &(*pp)->next)
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	munmap(a->base, a->size);
+	close(a->memfd);
+	free(a->socks);
+	free(a);
+}
+
+static void work_unlink(struct sk *s)
+{
+	struct sk **pp = &work_head, *prev = NULL;
+	for (; *pp; prev = *pp, pp = &(*pp)->work_next)
+		if (*pp == s) {
+			*pp = s->work_next;
+			if (work_tail == s)
+				work_tail = prev;
+			break;
+		}
+	s->in_work = false;
+}
+
+void sk_free(struct sk *s)
+{
+	if (s->in_work)
+		work_unlink(s);
+	sk_unthrottle_one(s);
+	if (s->efd >= 0)
+		close(s->efd);
+	if (s->app_fd >= 0)
+		close(s->app_fd);
+	if (s->kfd >= 0)
+		close(s->kfd);
+	struct app *a = s->app;
+	a->socks[s->slot] = NULL;
+	a->nsocks--;
+	g_nsocks--;
+	free(s);
+	app_put(a);
+}
+
+void sk_work(struct sk *s)
+{
+	if (s->in_work)
+		return;
+	s->in_work = true;
+	s->work_next = NULL;
+	if (work_tail)
+		work_tail->work_next = s;
+	else
+		work_head = s;
+	work_tail = s;
+}
+
+struct sk *sk_work_pop(void)
+{
+	struct sk *s = work_head;
+	if (!s)
+		return NULL;
+	work_head = s->work_next;
+	if (!work_head)
+		work_tail = NULL;
+	s->in_work = false;
+	s->work_next = NULL;
+	return s;
+}
+
+bool sk_work_pending(void)
+{
+	return work_head != NULL;
+}
+
+void sk_set_state(struct sk *s, uint32_t set, uint32_t clear)
+{
+	uint32_t st = s->sh->state;
+	__atomic_store_n(&s->sh->state, (st & ~clear) | set, __ATOMIC_RELEASE);
+}
+
+/* engine-owned indices are kept privately (tx head, rx tail live in struct sk's ring mirrors): the
+ * shared copies are only ever written by the engine, and what the app owns is read and checked */
+bool sk_ring_sane(struct sk *s)
+{
+	uint64_t tx_tail = sl_sk_load_acquire(&s->sh->tx.tail);
+	uint64_t rx_head = sl_sk_load_acquire(&s->sh->rx.head);
+	return tx_tail - s->tx_head <= s->rb && s->rx_tail - rx_head <= s->rb;
+}
+
+uint64_t sk_tx_used(struct sk *s)
+{
+	uint64_t used = sl_sk_load_acquire(&s->sh->tx.tail) - s->tx_head;
+	return used <= s->rb ? used : 0;
+}
+
+uint64_t sk_rx_free(struct sk *s)
+{
+	uint64_t used = s->rx_tail - sl_sk_load_acquire(&s->sh->rx.head);
+	return used <= s->rb ? s->rb - used : 0;
+}
+
+bool sk_readable(struct sk *s)
+{
+	uint32_t st = s->sh->state;
+	return s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head) || (st & SL_SK_S_RX_EOF) || s->sh->error ||
+	       s->sh->acceptq;
+}
+
+/* the readable token (sock.h): one byte in the placeholder while the socket is readable */
+void sk_token(struct sk *s)
+{
+	if (s->app_closed || s->efd < 0 || !sk_readable(s))
+		return;
+	if (sl_sk_xchg(&s->sh->rd_token, 1) == 0) {
+		char t = 't';
+		if (send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+			s->app_closed = errno == EPIPE || errno == ECONNRESET;
+	}
+}
+
+/* Kicks and filler from the app: read them once the send ring is at most 3/4 full (that is what
+ * makes a placeholder writable again), never while a connect is under way. */
+void sk_drain_bytes(struct sk *s)
+{
+	if (s->efd < 0)
+		return;
+	if (s->state == SK_CONNECTING || sk_tx_used(s) > (uint64_t)s->rb / 4 * 3) {
+		s->bytes_waiting = true;
+		return;
+	}
+	char buf[256];
+	ssize_t n;
+	while ((n = recv(s->efd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		;
+	s->bytes_waiting = false;
+}
+
+void sk_reset(struct sk *s, int err)
+{
+	s->sh->error = err;
+	sk_set_state(s, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, SL_SK_S_CONNECTING);
+	s->broken = true;
+	s->app->resets++;
+	sk_token(s);
+}
+
+static struct sk *throttled_head;
+
+uint64_t sk_budget(struct sk *s, uint64_t want)
+{
+	struct app *a = s->app;
+	if (!a->rate_Bps)
+		return want;
+	uint64_t now = now_ns();
+	double burst = a->rate_Bps / 50.0 > 65536 ? a->rate_Bps / 50.0 : 65536;
+	a->tokens += (double)(now - a->bucket_ns) * (double)a->rate_Bps / 1e9;
+	if (a->tokens > burst)
+		a->tokens = burst;
+	a->bucket_ns = now;
+	if (a->tokens < 1) {
+		a->throttled++;
+		if (!s->throttled) {
+			s->throttled = true;
+			s->throttle_next = throttled_head;
+			throttled_head = s;
+		}
+		return 0;
+	}
+	return a->tokens < (double)want ? (uint64_t)a->tokens : want;
+}
+
+void sk_spend(struct sk *s, uint64_t n)
+{
+	if (s->app->rate_Bps)
+		s->app->tokens -= (double)n;
+	s->app->tx_bytes += n;
+	s->tx_bytes += n;
+}
+
+bool sk_throttled_any(void)
+{
+	return throttled_head != NULL;
+}
+
+/* every throttled socket back on the work list (the engine calls this each millisecond) */
+void sk_unthrottle(void)
+{
+	struct sk *s = throttled_head;
+	throttled_head = NULL;
+	while (s) {
+		struct sk *next = s->throttle_next;
+		s->throttled = false;
+		s->throttle_next = NULL;
+		sk_work(s);
+		s = next;
+	}
+}
+
+void sk_unthrottle_one(struct sk *s)
+{
+	if (!s->throttled)
+		return;
+	for (struct sk **pp = &throttled_head; *pp; pp = &(*pp)->throttle_next)
+		if (*pp == s) {
+			*pp = s->throttle_next;
+			break;
+		}
+	s->throttled = false;
+}
+
+/* The placeholder: the app's end is its socket fd, blocking, with the smallest send buffer so that
+ * a few filler bytes make it not writable; the engine's end is non-blocking in the epoll set. */
+int sk_make_placeholder(struct sk *s)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+	fcntl(sv[1], F_SETFL, O_NONBLOCK);
+	if (sk_epoll_add(sv[1], &s->ev_e, EPOLLIN | EPOLLRDHUP | EPOLLET) < 0) {
+		int e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return -e;
+	}
+	s->app_fd = sv[0];
+	s->efd = sv[1];
+	return 0;
+}
+
+/* loopback or an address of this host */
+bool addr_is_local(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		uint32_t a = ntohl(in->sin_addr.s_addr);
+		if ((a >> 24) == 127)
+			return true;
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+			return true;
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127)
+			return true;
+	} else {
+		return false;
+	}
+	struct ifaddrs *ifs, *i;
+	bool local = false;
+	if (getifaddrs(&ifs) < 0)
+		return false;
+	for (i = ifs; i && !local; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family)
+			continue;
+		if (sa->sa_family == AF_INET)
+			local = ((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr ==
+				((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr;
+		else
+			local = !memcmp(&((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr,
+					&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+	}
+	freeifaddrs(ifs);
+	return local;
+}
+
+uint16_t addr_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+	return 0;
+}
+
+void addr_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)(void *)ss)->sin_port = htons(port);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)(void *)ss)->sin6_port = htons(port);
+}
+
+/* ---- datagram records (sock.h): 8-aligned, never wrapping ---- */
+
+static uint32_t rec_bytes(uint32_t len)
+{
+	return SL_SK_DGRAM_HDR + ((len + SL_SK_DGRAM_ALIGN - 1) & ~(SL_SK_DGRAM_ALIGN - 1));
+}
+
+/* The next record of the send ring: 1 and its header (copied) and data, 0 if none, -1 if the app
+ * wrote nonsense. Skips padding at the wrap on the way. */
+int sk_dgram_next(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data)
+{
+	for (;;) {
+		uint64_t used = sk_tx_used(s);
+		if (!used)
+			return 0;
+		uint32_t off = (uint32_t)(s->tx_head & (s->rb - 1));
+		uint32_t rest = s->rb - off;
+		if (rest < SL_SK_DGRAM_HDR) {
+			if (used < rest)
+				return -1;
+			s->tx_head += rest;
+			continue;
+		}
+		memcpy(hdr, s->txd + off, sizeof(*hdr));
+		if (hdr->len == SL_SK_DGRAM_SKIP) {
+			if (used < rest)
+				return -1;
+			s->tx_head += rest;
+			continue;
+		}
+		if (hdr->len > 65535 || hdr->addr_len > SL_SK_ADDR_MAX || rec_bytes(hdr->len) > rest ||
+		    rec_bytes(hdr->len) > used || (s->tx_head & (SL_SK_DGRAM_ALIGN - 1)))
+			return -1;
+		*data = s->txd + off + SL_SK_DGRAM_HDR;
+		return 1;
+	}
+}
+
+void sk_dgram_done(struct sk *s, const struct sl_sk_dgram *hdr)
+{
+	s->tx_head += rec_bytes(hdr->len);
+	sl_sk_store_release(&s->sh->tx.head, s->tx_head);
+}
+
+/* Room for a datagram of len bytes in the receive ring: where its data goes, or NULL (full: the
+ * caller drops it or waits). sk_dgram_commit then publishes it. */
+uint8_t *sk_dgram_reserve(struct sk *s, uint32_t len)
+{
+	uint32_t rec = rec_bytes(len);
+	if (rec > s->rb / 2)
+		return NULL;
+	uint64_t free_b = sk_rx_free(s);
+	uint32_t off = (uint32_t)(s->rx_tail & (s->rb - 1));
+	uint32_t rest = s->rb - off;
+	if (rec > rest) {
+		if (free_b < (uint64_t)rest + rec)
+			return NULL;
+		if (rest >= SL_SK_DGRAM_HDR) {
+			struct sl_sk_dgram skip = { .len = SL_SK_DGRAM_SKIP };
+			memcpy(s->rxd + off, &skip, sizeof(skip));
+		}
+		s->rx_tail += rest; /* published with the record */
+		off = 0;
+	} else if (free_b < rec) {
+		return NULL;
+	}
+	return s->rxd + off + SL_SK_DGRAM_HDR;
+}
+
+void sk_dgram_commit(struct sk *s, uint32_t len, const void *addr, uint32_t addr_len)
+{
+	uint32_t off = (uint32_t)(s->rx_tail & (s->rb - 1));
+	struct sl_sk_dgram h = { .len = len, .addr_len = (uint16_t)(addr_len > SL_SK_ADDR_MAX ? 0 : addr_len) };
+	if (h.addr_len)
+		memcpy(h.addr, addr, h.addr_len);
+	memcpy(s->rxd + off, &h, sizeof(h));
+	s->rx_tail += rec_bytes(len);
+	sl_sk_store_release(&s->sh->rx.tail, s->rx_tail);
+	s->rx_bytes += len;
+	s->app->rx_bytes += len;
+}

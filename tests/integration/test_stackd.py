@@ -1,0 +1,209 @@
+"""sluice-stackd (docs/sockets.md) spoken to directly, without the shim: its control API, every way
+a program can misuse stack.sock or its region, and that nothing it gives out is leaked. The shim and
+real programs are in test_sockets.py."""
+
+import errno
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from stackproto import (S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_STATE, SLOT_TX_TAIL, Chan, ctl, inet)
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def stackd(build_dir, socket_dir):
+    binary = build_dir / "src" / "stack" / "sluice-stackd"
+    if not binary.exists():
+        pytest.fail(f"{binary} is not built (make build)")
+    p = subprocess.Popen([str(binary), "--socket-dir", str(socket_dir), "--slots", "32", "--ring-kb", "64"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        assert "ready on" in line, line
+        yield str(socket_dir)
+        assert p.poll() is None, "sluice-stackd died during the test"
+        # nothing a test made may be left over once its programs are gone
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            st = ctl(str(socket_dir), "status")
+            if st["apps"] == 0 and st["sockets"] == 0:
+                break
+            time.sleep(0.05)
+        assert (st["apps"], st["sockets"], st["region_bytes"]) == (0, 0, 0), st
+    finally:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        p.stderr.close()
+    assert not os.path.exists(os.path.join(str(socket_dir), "stack.sock")), "stack.sock left behind"
+
+
+def _wait(pred, what, timeout=5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_control_api(stackd):
+    st = ctl(stackd, "status")
+    assert st["ok"] and st["pid"] > 0 and st["apps"] == 0
+    assert st["socket"].endswith("/stack.sock")
+    bad = ctl(stackd, "nosuch")
+    assert not bad["ok"] and "status, stats" in bad["error"]
+    c = Chan(stackd, "shm", name=b"myprog")
+    stats = ctl(stackd, "stats")
+    assert [a["name"] for a in stats["apps"]] == ["myprog"]
+    assert stats["apps"][0]["pids"] == [os.getpid()] and stats["apps"][0]["stack"] == "shm"
+    c.close()
+
+
+@pytest.mark.parametrize("stack", ["shm", "kernel", "auto"])
+def test_stream_through_rings(stackd, stack):
+    """Connect, accept and bytes both ways through the rings; the close reaches the peer as EOF."""
+    c = Chan(stackd, stack)
+    port = _port()
+    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    assert c.call("BIND", ls, payload=inet("127.0.0.1", port))[0] == 0
+    assert c.call("LISTEN", ls, arg0=8)[0] == 0
+    cs, _, cfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    r = c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0]
+    assert r in (0, -errno.EINPROGRESS)
+    as_ = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
+    a, peer, afd = as_
+    assert peer[2:4] == c.call("GETSOCKNAME", cs)[1][2:4]  # the accepted socket's peer port is the client's
+    _wait(lambda: c.u32(cs, SLOT_STATE) & 0x01, "connected")
+    c.send(cs, cfd, b"hello server")
+    got = b""
+    while len(got) < 12:
+        _wait(lambda: os.read(afd, 64) if False else True, "")
+        got += c.recv(a)
+        time.sleep(0.01)
+    assert got == b"hello server"
+    c.send(a, afd, b"hi")
+    assert _wait(lambda: c.recv(cs), "reply") == b"hi"
+    conns = ctl(stackd, "stats")["apps"][0]
+    assert conns["conns_shm" if stack != "kernel" else "conns_kernel"] >= 1
+    os.close(afd)  # the server closes: the client sees the end
+    _wait(lambda: c.u32(cs, SLOT_STATE) & S_RX_EOF, "EOF at the client")
+    for fd in (lfd, cfd):
+        os.close(fd)
+    c.close()
+
+
+def test_garbage_on_the_channel(stackd):
+    """Short messages, lengths that lie, calls before HELLO, a HELLO of another version: the
+    channel is closed or the call refused, and the service keeps serving."""
+    path = os.path.join(stackd, "stack.sock")
+    for msg in (b"x", b"\0" * 31, bytes(range(32)) + b"extra", b"\xff" * 32):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(5)
+        s.connect(path)
+        s.send(msg)
+        try:
+            got = s.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b"" or len(got) >= 32, got
+        s.close()
+    c = Chan(stackd, hello=False)
+    assert c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)[0] == -errno.EPROTO
+    r = c.call("HELLO", arg0=2, payload=b"\x09\0\0\0" + b"\0" * 52)[0]
+    assert r == -errno.EPROTO
+    r = c.call("HELLO", arg0=2, payload=b"\x01\0\0\0" + b"\0" * 4 + b"\x07" * 16 + b"\0" * 32)[0]
+    assert r == -errno.ENOENT  # a token no program has
+    c.close()
+    assert ctl(stackd, "status")["ok"]
+    good = Chan(stackd)
+    assert good.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_RAW)[0] == -errno.EPROTONOSUPPORT
+    assert good.call("SOCKET", arg0=socket.AF_UNIX, arg1=socket.SOCK_STREAM)[0] == -errno.EAFNOSUPPORT
+    assert good.call("BIND", 31, payload=inet("127.0.0.1", 1))[0] == -errno.EBADF
+    assert good.call("BIND", 1 << 30, payload=inet("127.0.0.1", 1))[0] == -errno.EBADF
+    us, _, ufd = good.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_DGRAM)
+    assert good.call("LISTEN", us, arg0=1)[0] == -errno.EOPNOTSUPP
+    assert good.call("BIND", us, payload=b"\x02")[0] == -errno.EINVAL
+    os.close(ufd)
+    good.close()
+
+
+def test_forged_ring_indices_reset_only_that_socket(stackd):
+    """A program that writes nonsense into its send ring's index gets that socket reset (counted);
+    its peer sees the reset; another connection keeps working."""
+    c = Chan(stackd, "shm")
+    port = _port()
+    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    c.call("BIND", ls, payload=inet("127.0.0.1", port))
+    c.call("LISTEN", ls, arg0=8)
+    pairs = []
+    for _ in range(2):
+        cs, _, cfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+        assert c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0] == 0
+        a, _, afd = c.call("ACCEPT", ls)
+        pairs.append((cs, cfd, a, afd))
+    (bad, badfd, bad_a, bad_afd), (ok, okfd, ok_a, ok_afd) = pairs
+    c.put_u64(bad, SLOT_TX_TAIL, 10 ** 12)
+    os.write(badfd, b"k")
+    _wait(lambda: c.u32(bad_a, SLOT_STATE) & S_TX_CLOSED, "the peer to see the reset")
+    assert c.u32(bad_a, SLOT_ERROR) == errno.ECONNRESET
+    assert ctl(stackd, "stats")["apps"][0]["resets"] >= 1
+    c.send(ok, okfd, b"still fine")
+    assert _wait(lambda: c.recv(ok_a), "the other connection") == b"still fine"
+    for fd in (lfd, badfd, bad_afd, okfd, ok_afd):
+        os.close(fd)
+    c.close()
+
+
+def test_privileged_port_needs_root(stackd):
+    """sluice-stackd runs as root; it must not bind a port below 1024 for a program that could not."""
+    os.chmod(stackd, 0o755)  # the temp dir is 0700; stack.sock itself is 0666
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            c = Chan(stackd, "kernel")
+            s, _, fd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+            rc = c.call("BIND", s, payload=inet("127.0.0.1", 81))[0]
+            os.write(w, str(rc).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    got = os.read(r, 64)
+    os.close(r)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert int(got) == -errno.EACCES
+
+
+def test_child_joins_its_parent_program(stackd):
+    """A second channel with the region's token joins the same program (what a thread or a forked
+    child does); a wrong token is refused. The program goes when its last channel and socket go."""
+    c = Chan(stackd, "shm")
+    s, _, fd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    t = Chan(stackd, "shm", token=c.token)
+    assert t.map is None and t.app_id == c.app_id
+    assert t.call("GETSOCKNAME", s)[0] == 0  # its sockets are the program's
+    assert ctl(stackd, "status")["apps"] == 1
+    c.close()
+    assert ctl(stackd, "status")["apps"] == 1
+    t.close()
+    assert ctl(stackd, "status")["sockets"] == 1  # the socket is still open
+    os.close(fd)
