@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""The socket service (issue 18, docs/sockets.md) against kernel loopback TCP: unmodified programs
+plain, under `sluice run --stack kernel` and under `--stack shm`, alternating within each round.
+
+    sudo .venv/bin/python bench/sockets.py [--runs 3] [--tests redis,nginx,iperf3,pingpong,fairness] [--quick]
+
+Per system (loopback = no shim; kernel and shm = client and server both under the shim):
+  redis     redis-benchmark SET and GET, 50 clients, -P 1 and -P 16: requests/s; CPU seconds per
+            request of server + client (+ sluice-stackd) in the -P 1 runs
+  nginx     nginx (1 worker) + wrk (1 thread, 32 connections): requests/s of a 1 KiB file
+  iperf3    one TCP stream: Gbit/s
+  pingpong  64 B TCP ping-pong (bench/pingpong.c): p50/p99 round trip, us
+  fairness  three iperf3 clients under `--stack kernel` with --rate 1G, 500M and none, to three
+            plain servers, 1 s intervals (NetKernel's figure 21)
+Results: bench/results/<stamp>-sockets.json (+ -sockets-fairness.png); a table on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, BenchError, machine_info  # noqa: E402
+
+BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
+SYSTEMS = ("loopback", "kernel", "shm")
+TESTS = ("redis", "nginx", "iperf3", "pingpong", "fairness")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 10.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise BenchError(f"{what} exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise BenchError(f"{what} did not listen on {port} within {timeout} s")
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process (and its waited-for children), seconds."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+class Stack:
+    """sluice-stackd in a temp socket dir, and the environment that puts a program under the shim."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sl-bench-", dir="/tmp")
+        binary = BUILD / "src" / "stack" / "sluice-stackd"
+        self.lib = BUILD / "src" / "sock" / "libsluice-sock.so"
+        if not binary.exists() or not self.lib.exists():
+            raise BenchError(f"{binary} or {self.lib} is not built (make build)")
+        self.proc = subprocess.Popen([str(binary), "--socket-dir", self.dir], stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        if "ready" not in line:
+            raise BenchError(f"sluice-stackd did not start: {line.strip()}")
+
+    def env(self, system: str, rate_bps: int = 0) -> dict:
+        env = dict(os.environ)
+        if system != "loopback":
+            env.update(LD_PRELOAD=str(self.lib), SLUICE_STACK=system, SLUICE_SOCKET_DIR=self.dir)
+            if rate_bps:
+                env["SLUICE_RATE"] = str(rate_bps // 8)
+        return env
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_redis(st: Stack, system: str, n: int) -> dict:
+    port = free_port()
+    srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "no", "--protected-mode", "no"], env=st.env(system),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = {}
+    try:
+        wait_port(port, srv, "redis-server")
+        for pipeline in (1, 16):
+            c0, s0, k0 = time.time(), cpu_s(srv.pid), cpu_s(st.proc.pid)
+            r0 = os.times()
+            res = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-t", "set,get", "-c", "50",
+                                  "-n", str(n * pipeline), "-P", str(pipeline)], env=st.env(system),
+                                 capture_output=True, text=True, timeout=300)
+            r1 = os.times()
+            client = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
+            server, stackd = cpu_s(srv.pid) - s0, (cpu_s(st.proc.pid) - k0 if system != "loopback" else 0.0)
+            found = dict(re.findall(r"^(SET|GET): ([\d.]+) requests per second", res.stdout.replace("\r", "\n"), re.M))
+            if len(found) != 2:
+                raise BenchError(f"redis-benchmark ({system}): no SET/GET figures in {res.stdout[-300:]!r} "
+                                 f"{res.stderr[-300:]!r}")
+            for k, v in found.items():
+                out[f"redis_{k.lower()}_p{pipeline}"] = float(v)
+            if pipeline == 1:
+                reqs = 2 * n
+                out["redis_cpu_us_per_req"] = (client + server + stackd) / reqs * 1e6
+                out["redis_wall_s"] = time.time() - c0
+    finally:
+        stop(srv)
+    return out
+
+
+NGINX_CONF = """daemon off; master_process on; worker_processes 1; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{ worker_connections 1024; }}
+http {{ access_log off; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+ uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp; keepalive_requests 1000000;
+ server {{ listen 127.0.0.1:{port}; root {d}/www; }} }}
+"""
+
+
+def run_nginx(st: Stack, system: str, secs: float) -> dict:
+    d = tempfile.mkdtemp(prefix="sl-nginx-")
+    os.chmod(d, 0o755)  # nginx workers run as nobody
+    port = free_port()
+    os.makedirs(f"{d}/www")
+    os.makedirs(f"{d}/tmp")
+    Path(f"{d}/www/1k.bin").write_bytes(os.urandom(1024))
+    Path(f"{d}/nginx.conf").write_text(NGINX_CONF.format(d=d, port=port))
+    srv = subprocess.Popen(["nginx", "-c", f"{d}/nginx.conf", "-p", d], env=st.env(system),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_port(port, srv, "nginx")
+        res = subprocess.run(["wrk", "-t1", "-c32", f"-d{secs:.0f}s", f"http://127.0.0.1:{port}/1k.bin"],
+                             env=st.env(system), capture_output=True, text=True, timeout=secs + 60)
+        m = re.search(r"Requests/sec:\s+([\d.]+)", res.stdout)
+        if not m or "Socket errors" in res.stdout or "Non-2xx" in res.stdout:
+            raise BenchError(f"wrk ({system}): {res.stdout[-400:]!r} {res.stderr[-200:]!r}")
+        return {"nginx_rps": float(m.group(1))}
+    finally:
+        stop(srv)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def iperf3_server(st: Stack, system: str, port: int) -> subprocess.Popen:
+    p = subprocess.Popen(["iperf3", "-s", "-p", str(port)], env=st.env(system),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, p, "iperf3 -s")
+    return p
+
+
+def run_iperf3(st: Stack, system: str, secs: float) -> dict:
+    port = free_port()
+    srv = iperf3_server(st, system, port)
+    try:
+        res = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", f"{secs:.0f}", "-J"],
+                             env=st.env(system), capture_output=True, text=True, timeout=secs + 60)
+        j = json.loads(res.stdout)
+        return {"iperf3_gbps": j["end"]["sum_received"]["bits_per_second"] / 1e9}
+    finally:
+        stop(srv)
+
+
+def run_pingpong(st: Stack, system: str, rounds: int) -> dict:
+    pp = BUILD / "bench" / "sluice-bench-pingpong"
+    port = free_port()
+    srv = subprocess.Popen([str(pp), "server", str(port)], env=st.env(system), stdout=subprocess.PIPE, text=True)
+    try:
+        srv.stdout.readline()
+        res = subprocess.run([str(pp), "client", str(port), str(rounds)], env=st.env(system),
+                             capture_output=True, text=True, timeout=300)
+        j = json.loads(res.stdout)
+        return {"pingpong_p50_us": j["p50_us"], "pingpong_p99_us": j["p99_us"]}
+    finally:
+        stop(srv)
+
+
+def run_fairness(st: Stack, secs: int) -> dict:
+    """Three apps share loopback through the kernel module: token buckets of 1 and 0.5 Gbit/s and none."""
+    apps = [("1G", 1_000_000_000), ("500M", 500_000_000), ("unlimited", 0)]
+    servers, clients = [], []
+    try:
+        for _ in apps:
+            port = free_port()
+            servers.append((port, iperf3_server(st, "loopback", port)))
+        for (label, rate), (port, _) in zip(apps, servers):
+            clients.append((label, subprocess.Popen(
+                ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(secs), "-i", "1", "-J"],
+                env=st.env("kernel", rate), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        out = {}
+        for label, c in clients:
+            so, _ = c.communicate(timeout=secs + 60)
+            j = json.loads(so)
+            out[label] = [round(iv["sum"]["bits_per_second"] / 1e9, 4) for iv in j["intervals"]]
+        return out
+    finally:
+        for _, c in clients:
+            stop(c)
+        for _, s in servers:
+            stop(s)
+
+
+def plot_fairness(fair: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for label, series in fair.items():
+        ax.plot(range(1, len(series) + 1), series, marker="o", label=f"--rate {label}")
+    ax.set_xlabel("second")
+    ax.set_ylabel("Gbit/s")
+    ax.set_title("Three apps through sluice-stackd (kernel module), token buckets")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--tests", default=",".join(TESTS))
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--quick", action="store_true", help="1 round, tiny runs: checks that it runs")
+    ap.add_argument("--no-report", action="store_true", help="do not write a results file")
+    ap.add_argument("--results", type=Path, default=REPO / "bench" / "results")
+    a = ap.parse_args()
+    tests = [t for t in a.tests.split(",") if t]
+    systems = [s for s in a.systems.split(",") if s]
+    bad = [t for t in tests if t not in TESTS] + [s for s in systems if s not in SYSTEMS]
+    if bad:
+        raise BenchError(f"unknown test or system: {', '.join(bad)} (tests: {', '.join(TESTS)}; "
+                         f"systems: {', '.join(SYSTEMS)})")
+    n, secs, rounds, fair_s = (20000, 4, 20000, 8) if not a.quick else (500, 1, 500, 2)
+    if a.quick:
+        a.runs = 1
+    st = Stack()
+    raw: dict = {}
+    fair = None
+    try:
+        steps = [(t, s) for t in tests if t != "fairness" for s in systems]
+        total = a.runs * len(steps)
+        done = 0
+        for rnd in range(a.runs):
+            for t, s in steps:
+                fn = {"redis": lambda: run_redis(st, s, n), "nginx": lambda: run_nginx(st, s, secs),
+                      "iperf3": lambda: run_iperf3(st, s, secs), "pingpong": lambda: run_pingpong(st, s, rounds)}[t]
+                r = fn()
+                done += 1
+                for k, v in r.items():
+                    raw.setdefault((k, s), []).append(v)
+                print(f"[{done}/{total}] round {rnd + 1} {t:<8} {s:<8} "
+                      + "  ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
+        if "fairness" in tests:
+            print(f"fairness: three iperf3 clients for {fair_s} s ...", flush=True)
+            fair = run_fairness(st, fair_s)
+            for label, series in fair.items():
+                print(f"  --rate {label:<9} " + " ".join(f"{x:.2f}" for x in series) + " Gbit/s", flush=True)
+    finally:
+        st.close()
+    rows = [{"metric": k, "system": s, "median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
+            for (k, s), v in raw.items()]
+    print(f"\n{'metric':<24} " + " ".join(f"{s:>22}" for s in systems))
+    for k in dict.fromkeys(r["metric"] for r in rows):
+        cells = []
+        for s in systems:
+            r = next((r for r in rows if r["metric"] == k and r["system"] == s), None)
+            cells.append(f"{r['median']:>10.4g} [{r['min']:.3g}-{r['max']:.3g}]" if r else "-")
+        print(f"{k:<24} " + " ".join(f"{c:>22}" for c in cells))
+    if not a.quick and not a.no_report:
+        a.results.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        out = a.results / f"{stamp}-sockets.json"
+        data = {"scenario": "sockets", "machine": machine_info(), "runs": a.runs, "results": rows,
+                "fairness": fair, "params": {"redis_requests": n, "secs": secs, "pingpong_rounds": rounds,
+                                              "fairness_s": fair_s}}
+        out.write_text(json.dumps(data, indent=1))
+        if fair:
+            plot_fairness(fair, a.results / f"{stamp}-sockets-fairness.png")
+        print(f"sockets.py: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
