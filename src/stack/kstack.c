@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -84,6 +85,9 @@ int kstack_accept(struct sk *l, struct sk **out)
 			l->kernel_accept_ready = false;
 		return e == EWOULDBLOCK ? -EAGAIN : -e;
 	}
+	/* is another one waiting? (the listener's placeholder stays readable only then) */
+	struct pollfd pf = { .fd = l->kfd, .events = POLLIN };
+	l->kernel_accept_ready = poll(&pf, 1, 0) == 1;
 	struct sk *s = sk_new(l->app, l->domain, SOCK_STREAM);
 	if (!s) {
 		close(fd);

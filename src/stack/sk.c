@@ -200,8 +200,15 @@ bool sk_readable(struct sk *s)
 /* the readable token (sock.h): one byte in the placeholder while the socket is readable */
 void sk_token(struct sk *s)
 {
-	if (s->app_closed || s->efd < 0 || !sk_readable(s))
+	if (s->app_closed || s->efd < 0 || s->efd_shut || !sk_readable(s))
 		return;
+	/* A stream's end is for good: the placeholder's own EOF says it from now on (EPOLLIN and
+	 * EPOLLRDHUP, as a kernel socket after the peer's FIN), and no token is needed any more. */
+	if (s->type == SOCK_STREAM && (s->sh->state & SL_SK_S_RX_EOF)) {
+		shutdown(s->efd, SHUT_WR);
+		s->efd_shut = true;
+		return;
+	}
 	if (sl_sk_xchg(&s->sh->rd_token, 1) == 0) {
 		char t = 't';
 		if (send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)

@@ -49,6 +49,7 @@ struct sk {
 	bool broken;                 /* reset: nothing more moves */
 	bool throttled;              /* on the token-bucket wait list */
 	struct sk *throttle_next;
+	bool efd_shut;               /* shutdown(efd, SHUT_WR) done: the placeholder shows EOF */
 	bool bytes_waiting;          /* kicks/filler left in efd (send ring too full to drain) */
 	bool shut_wr;                /* shutdown(SHUT_WR) asked: after the send ring drains */
 	bool shut_wr_done;
