@@ -509,7 +509,17 @@ static int op_getsockopt(struct sk *s, int level, int name, uint32_t optlen, uin
 		v = s->nodelay;
 	else if (level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
 		v = s->v6only;
-	else if (optlen > sizeof(int)) { /* a struct (TCP_INFO...): zeros */
+	else if (level == IPPROTO_TCP && name == TCP_MAXSEG)
+		v = 65483; /* loopback's MSS: what programs that size their writes by it expect */
+	else if (level == IPPROTO_TCP && name == TCP_INFO) {
+		/* no TCP here: an established connection with loopback's segment size, nothing lost */
+		struct tcp_info ti = { .tcpi_state = s->state == SK_CONNECTED ? TCP_ESTABLISHED : TCP_CLOSE,
+				       .tcpi_snd_mss = 65483, .tcpi_rcv_mss = 65483, .tcpi_snd_cwnd = 10,
+				       .tcpi_pmtu = 65535, .tcpi_advmss = 65483 };
+		uint32_t n = optlen < sizeof(ti) ? optlen : (uint32_t)sizeof(ti);
+		memcpy(out, &ti, n);
+		return (int)n;
+	} else if (optlen > sizeof(int)) { /* another struct: zeros */
 		memset(out, 0, optlen);
 		return (int)optlen;
 	}
@@ -804,9 +814,31 @@ static void ctl_answer(struct ctl *c, const char *line)
 			n += app_json(a, out + n, cap - n);
 		}
 		n += (size_t)snprintf(out + n, cap - n, "]}\n");
+	} else if (strstr(line, "\"sockets\"")) {
+		n = (size_t)snprintf(out, cap, "{\"ok\":true,\"sockets\":[");
+		bool first = true;
+		for (struct app *a = g_apps; a; a = a->next)
+			for (uint32_t i = 0; i < a->nslots && n < cap - 600; i++) {
+				struct sk *s = a->socks[i];
+				if (!s)
+					continue;
+				n += (size_t)snprintf(out + n, cap - n,
+					"%s{\"app\":%llu,\"slot\":%u,\"type\":\"%s\",\"module\":\"%s\",\"state\":%d,"
+					"\"flags\":%u,\"error\":%d,\"tx_queued\":%llu,\"rx_queued\":%llu,\"tx_bytes\":%llu,"
+					"\"rx_bytes\":%llu,\"rd_token\":%u,\"rx_wanted\":%u,\"bytes_waiting\":%d,"
+					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"peer\":%s}",
+					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
+					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
+					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
+					(unsigned long long)s->tx_bytes, (unsigned long long)s->rx_bytes, s->sh->rd_token,
+					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed,
+					s->peer ? "true" : "false");
+				first = false;
+			}
+		n += (size_t)snprintf(out + n, cap - n, "]}\n");
 	} else {
 		n = (size_t)snprintf(out, cap, "{\"ok\":false,\"error\":\"unknown command (sluice-stackd knows "
-				     "status, stats)\"}\n");
+				     "status, stats, sockets)\"}\n");
 	}
 	for (size_t off = 0; off < n;) {
 		ssize_t w = write(c->fd, out + off, n - off);

@@ -255,8 +255,9 @@ uint64_t sk_budget(struct sk *s, uint64_t want)
 	if (a->tokens > burst)
 		a->tokens = burst;
 	a->bucket_ns = now;
+	if (a->tokens < (double)want)
+		a->throttled++; /* held to its rate this turn (sluice stats: THROTTLED) */
 	if (a->tokens < 1) {
-		a->throttled++;
 		if (!s->throttled) {
 			s->throttled = true;
 			s->throttle_next = throttled_head;

@@ -66,7 +66,7 @@ def test_control_api(stackd):
     assert st["ok"] and st["pid"] > 0 and st["apps"] == 0
     assert st["socket"].endswith("/stack.sock")
     bad = ctl(stackd, "nosuch")
-    assert not bad["ok"] and "status, stats" in bad["error"]
+    assert not bad["ok"] and "status, stats, sockets" in bad["error"]
     c = Chan(stackd, "shm", name=b"myprog")
     stats = ctl(stackd, "stats")
     assert [a["name"] for a in stats["apps"]] == ["myprog"]
