@@ -77,6 +77,8 @@ enum sl_nqe_op {
 	SL_NQE_STATS = 12,     /* completion payload = JSON (may be cut at SL_NQE_PAYLOAD_MAX; the
 	                        * control command `stats` of stack.sock has no such limit) */
 	SL_NQE_CONNECT_DGRAM_CLEAR = 13, /* connect(AF_UNSPEC) on a datagram socket */
+	SL_NQE_KICK = 14,      /* no arguments, completion 0: serve this socket. A kick that found the
+	                        * placeholder full of filler (send() -> EAGAIN) goes this way instead */
 };
 
 /* NQE flags */

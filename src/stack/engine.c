@@ -666,10 +666,13 @@ static void chan_call(struct chan *ch, struct sl_nqe *q, const uint8_t *p, uint1
 		rc = op_connect(s, (const uint8_t *)&un, sizeof(un));
 		break;
 	}
+	case SL_NQE_KICK:
+		rc = 0;
+		break;
 	default:
 		rc = -EOPNOTSUPP;
 	}
-	sk_work(s);
+	sk_work(s); /* every call on a socket gets it served: that is what a KICK is for */
 done:
 	q->result = rc;
 	int sent = reply(ch, q, out, olen, fd);
