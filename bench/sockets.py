@@ -267,6 +267,7 @@ def main() -> int:
     n, secs, rounds, fair_s = (20000, 4, 20000, 8) if not a.quick else (500, 1, 500, 2)
     if a.quick:
         a.runs = 1
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     st = Stack()
     raw: dict = {}
     fair = None
@@ -291,8 +292,8 @@ def main() -> int:
                 print(f"  --rate {label:<9} " + " ".join(f"{x:.2f}" for x in series) + " Gbit/s", flush=True)
     finally:
         st.close()
-    rows = [{"metric": k, "system": s, "median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
-            for (k, s), v in raw.items()]
+    rows = [{"scenario": "sockets", "metric": k, "system": s, "median": statistics.median(v), "min": min(v),
+             "max": max(v), "runs": v} for (k, s), v in raw.items()]
     print(f"\n{'metric':<24} " + " ".join(f"{s:>22}" for s in systems))
     for k in dict.fromkeys(r["metric"] for r in rows):
         cells = []
@@ -304,7 +305,8 @@ def main() -> int:
         a.results.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         out = a.results / f"{stamp}-sockets.json"
-        data = {"scenario": "sockets", "machine": machine_info(), "runs": a.runs, "results": rows,
+        data = {"scenario": "sockets", "started": started, "machine": machine_info(), "runs": a.runs,
+                "results": rows,
                 "fairness": fair, "params": {"redis_requests": n, "secs": secs, "pingpong_rounds": rounds,
                                               "fairness_s": fair_s}}
         out.write_text(json.dumps(data, indent=1))

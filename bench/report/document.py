@@ -13,6 +13,7 @@ from .figures import _images
 from .history import history_rows
 from .latency import latency_method, latency_reading, latency_tables
 from .nfs import nfs_section
+from .sockets import sockets_section
 from .steering import steering_section
 from .trust import trust_section
 from .zeroloss import zeroloss_method, zeroloss_reading, zeroloss_table
@@ -110,6 +111,7 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
     L += steering_section(loaded, out_dir)
     L += nfs_section(loaded, results_dir, out_dir, draw)
     L += trust_section(loaded, out_dir)
+    L += sockets_section(loaded, out_dir)
 
     if NOTES.exists():
         notes = NOTES.read_text().strip()
