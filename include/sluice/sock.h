@@ -139,6 +139,10 @@ _Static_assert(sizeof(struct sl_sk_dgram) == 36, "datagram record header is 36 b
 #define SL_SK_S_SHUT_WR    0x20u /* shutdown(SHUT_WR) asked: the shim refuses further sends */
 #define SL_SK_S_SHM        0x40u /* this connection runs on the shm module */
 
+/* sl_sk_slot.rd_token (the readable token, below) */
+#define SL_SK_TOKEN_WRITING 2u
+#define SL_SK_TOKEN_PRESENT 1u
+
 /* One socket's shared state. The engine's and the shim's fields are on separate cache lines. */
 struct sl_sk_slot {
 	/* engine-written */
@@ -150,7 +154,7 @@ struct sl_sk_slot {
 	volatile uint32_t type;
 	uint32_t pad0[10];
 	/* both sides, with atomic exchange */
-	volatile uint32_t rd_token;  /* 1 while the engine has put a token byte in the placeholder */
+	volatile uint32_t rd_token;  /* SL_SK_TOKEN_*: the readable token (below) */
 	volatile uint32_t tx_kick;   /* 1 while a kick for new send-ring data is on its way */
 	volatile uint32_t rx_wanted; /* 1 when the engine stopped filling a full receive ring */
 	uint32_t pad1[13];
@@ -198,6 +202,10 @@ static inline uint32_t sl_sk_xchg(volatile uint32_t *p, uint32_t v)
 {
 	return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
 }
+static inline int sl_sk_cas(volatile uint32_t *p, uint32_t expect, uint32_t v)
+{
+	return __atomic_compare_exchange_n(p, &expect, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
 /* copy n bytes into the ring's data at position pos (wrapping) */
 static inline void sl_sk_ring_write(uint8_t *data, uint32_t size, uint64_t pos, const void *src, uint64_t n)
 {
@@ -215,12 +223,20 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
 		__builtin_memcpy((uint8_t *)dst + first, data, n - first);
 }
 
-/* The readable token (both sides follow this, or a wakeup is lost):
- *   engine, when the socket becomes readable (ring not empty, EOF, error, acceptq > 0):
- *       if (xchg(&rd_token, 1) == 0) write one byte to its end;
- *   shim, when it finds the socket not readable (about to return EAGAIN or to wait):
- *       if (xchg(&rd_token, 0) == 1) read every byte of the placeholder (MSG_DONTWAIT);
- *       then look again: if readable now, kick (the engine puts the token back).
+/* The readable token. rd_token is 0 (no byte), SL_SK_TOKEN_WRITING (the engine is putting one) or
+ * SL_SK_TOKEN_PRESENT (a byte is in the placeholder). A placeholder must never be readable with
+ * nothing to read (the kernel never wakes a TCP socket without data, and programs such as wrk count
+ * an EAGAIN after a wakeup as an error), so both sides follow this exactly:
+ *   engine, when the socket is readable (ring not empty, EOF, error, acceptq > 0):
+ *       if CAS(&rd_token, 0, WRITING): look again (seq_cst load of the ring's head); if still
+ *       readable, write one byte to its end and store PRESENT, else store 0;
+ *   shim, whenever it finds the socket not readable (after a read that emptied it, before EAGAIN or
+ *   a wait): store the ring's head, then a seq_cst fence, then load rd_token: while it is WRITING,
+ *   sched_yield (the engine is one send() away; give up if the placeholder shows the service gone);
+ *   if it is PRESENT and CAS(PRESENT, 0) succeeds, read every byte of the placeholder
+ *   (MSG_DONTWAIT); then look again: if readable now, kick (the engine puts the token back).
+ * The store/fence/load on one side and the CAS/load on the other make sure that when the engine saw
+ * data the shim has since taken, the shim sees the engine's token and takes it too.
  * Kicks: after putting send-ring data, if (xchg(&tx_kick, 1) == 0) write one byte; after taking
  * receive-ring data, if (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before
  * it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the

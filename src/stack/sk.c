@@ -193,8 +193,8 @@ uint64_t sk_rx_free(struct sk *s)
 bool sk_readable(struct sk *s)
 {
 	uint32_t st = s->sh->state;
-	return s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head) || (st & SL_SK_S_RX_EOF) || s->sh->error ||
-	       s->sh->acceptq;
+	return s->rx_tail != __atomic_load_n(&s->sh->rx.head, __ATOMIC_SEQ_CST) || (st & SL_SK_S_RX_EOF) ||
+	       s->sh->error || s->sh->acceptq;
 }
 
 /* the readable token (sock.h): one byte in the placeholder while the socket is readable */
@@ -209,11 +209,17 @@ void sk_token(struct sk *s)
 		s->efd_shut = true;
 		return;
 	}
-	if (sl_sk_xchg(&s->sh->rd_token, 1) == 0) {
-		char t = 't';
-		if (send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
-			s->app_closed = errno == EPIPE || errno == ECONNRESET;
+	if (!sl_sk_cas(&s->sh->rd_token, 0, SL_SK_TOKEN_WRITING))
+		return;
+	/* look again after claiming the token: the app may have taken the data meanwhile (sock.h) */
+	if (!sk_readable(s)) {
+		__atomic_store_n(&s->sh->rd_token, 0, __ATOMIC_SEQ_CST);
+		return;
 	}
+	char t = 't';
+	if (send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+		s->app_closed = errno == EPIPE || errno == ECONNRESET;
+	__atomic_store_n(&s->sh->rd_token, SL_SK_TOKEN_PRESENT, __ATOMIC_SEQ_CST);
 }
 
 /* Kicks and filler from the app: read them once the send ring is at most 3/4 full (that is what
@@ -226,11 +232,17 @@ void sk_drain_bytes(struct sk *s)
 		s->bytes_waiting = true;
 		return;
 	}
-	char buf[256];
-	ssize_t n;
-	while ((n = recv(s->efd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		;
-	s->bytes_waiting = false;
+	/* bounded: a program that keeps writing into its placeholder must not keep the engine here */
+	char buf[4096];
+	for (int i = 0; i < 4; i++) {
+		ssize_t n = recv(s->efd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < (ssize_t)sizeof(buf)) {
+			s->bytes_waiting = false;
+			return;
+		}
+	}
+	s->bytes_waiting = true; /* more: the next turn goes on */
+	sk_work(s);
 }
 
 void sk_reset(struct sk *s, int err)
