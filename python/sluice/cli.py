@@ -7,11 +7,11 @@ import sys
 
 from . import __version__
 from .client import ApiError, SluiceError
-from .commands import api, bench, chains, config, daemon, nf, stats, steering, top
+from .commands import api, bench, chains, config, daemon, nf, run, stats, steering, top
 from .commands.common import EXIT_FAIL, Formatter, die, wrap
 
 # in the order `sluice --help` lists them
-COMMAND_MODULES = (daemon, stats, top, chains, steering, nf, config, bench, api)
+COMMAND_MODULES = (daemon, stats, top, chains, steering, nf, run, config, bench, api)
 
 
 def build_parser():
@@ -29,6 +29,7 @@ def build_parser():
                "  sluice rule add proto=tcp dst_port=80 --chain web\n"
                "  sluice rule list                    # rules and their hits\n"
                "  sluice nf scale fwd 3               # replicas at runtime\n"
+               "  sluice run -- redis-server          # a program's sockets through sluice-stackd\n"
                "  sluice down                         # stop everything\n\n"
                "`sluice COMMAND --help` for details. Config format:\n" + config.EXAMPLE_CONFIG)
     p.add_argument("--version", action="version", version=f"sluice {__version__}")

@@ -21,7 +21,7 @@ from .errors import ConfigError
 
 __all__ = [
     "ConfigError", "load_file", "load_string", "validate", "normalize",
-    "to_sluiced_json", "instance_names", "default_sandbox", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR",
+    "to_sluiced_json", "instance_names", "default_sandbox", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR", "STACK_DEFAULTS",
 ]
 
 DEFAULT_SOCKET_DIR = "/run/sluice"
@@ -214,6 +214,35 @@ NF_DEFAULTS = {
     "spin_us": 200,
     "restart": "on-failure",
 }
+
+
+# `stack:` (docs/sockets.md "Who serves the sockets"): `sluice up` also runs sluice-stackd, the socket
+# service of `sluice run`, in the same socket dir. Its options are sluice-stackd's --ring-kb and --slots.
+STACK_DEFAULTS = {
+    "ring_kb": 256,     # each socket's send and receive ring, KiB: a power of two 4..16384
+    "slots": 1024,      # sockets per program, 1..65536
+}
+
+
+def _stack(v, path="stack"):
+    """stack: true | {ring_kb, slots} | null (the key alone): the socket service with these options;
+    stack: false: none. Returns the options, or None for no service."""
+    if v is False:
+        return None
+    out = dict(STACK_DEFAULTS)
+    if v is None or v is True:
+        return out
+    if not isinstance(v, dict):
+        raise ConfigError(path, f"must be true, false or a mapping with ring_kb, slots (got {_type_name(v)} {v!r})")
+    _mapping(v, path, list(STACK_DEFAULTS))
+    if "ring_kb" in v:
+        kb = _int(v["ring_kb"], f"{path}.ring_kb", 4, 16384)
+        if kb & (kb - 1):
+            raise ConfigError(f"{path}.ring_kb", f"must be a power of two 4..16384 (got {kb})")
+        out["ring_kb"] = kb
+    if "slots" in v:
+        out["slots"] = _int(v["slots"], f"{path}.slots", 1, 65536)
+    return out
 
 
 def _sluiced(v, path="sluiced"):
@@ -594,8 +623,17 @@ def normalize(data, base_dir=None, check_programs=True):
 
     check_programs: resolve each NF program (adds 'program_path'); off, only its
     type is checked."""
-    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests"])
+    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests", "stack"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
+    if "stack" in data:
+        stack = _stack(data["stack"])
+        if stack is not None:
+            cfg["stack"] = stack
+            sd = cfg["sluiced"]["socket_dir"]
+            if len(sd) + len("/stack-ctl.sock") > SUN_PATH_MAX:
+                raise ConfigError("sluiced.socket_dir", f"too long for the socket service's stack-ctl.sock "
+                                                        f"({len(sd)} characters; at most "
+                                                        f"{SUN_PATH_MAX - len('/stack-ctl.sock')} with stack:)")
 
     if data.get("ports") is None:
         raise ConfigError("ports", "required (a list of at least one port)")
@@ -769,6 +807,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     chains) or "any"."""
     out = copy.deepcopy(cfg)
     out.pop("guests", None)  # the supervisor's business: sluiced sees only their net_vhost ports
+    out.pop("stack", None)   # the supervisor's business too: it runs sluice-stackd beside sluiced
     if socket_dir is not None:
         out["sluiced"]["socket_dir"] = socket_dir
     ports = {p["name"] for p in cfg["ports"]}

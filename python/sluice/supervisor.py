@@ -7,6 +7,10 @@ down` calls stop_running(). State for `down` lives in <socket_dir>/state.json:
      "socket_dir", "config", "started_at", "updated_at",
      "nfs": [{"name", "service", "sandbox", "uid", "pid", "starttime", "state", "restarts", "log"}]}
 
+With a `stack:` section in the config, "nfs" also holds the socket service sluice-stackd (docs/sockets.md,
+"kind": "stack"): started once the NFs are attached, in the same socket dir, restarted like an NF
+(restart: always) and stopped with them.
+
 While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/supervisor.sock
 (the same framing as sluiced's control socket), for `sluice nf scale`:
 
@@ -24,6 +28,7 @@ and stops it only once it holds nothing (`queued` and `lent` 0), or when drain_t
 """
 
 import ctypes
+import glob
 import json
 import os
 import select
@@ -211,6 +216,53 @@ def find_binaries(cfg, build_dir=None):
     return sluiced, builtins
 
 
+# the socket service's files (docs/sockets.md), relative to a meson build directory
+STACK_FILES = {"sluice-stackd": os.path.join("src", "stack", "sluice-stackd"),
+               "libsluice-sock.so": os.path.join("src", "sock", "libsluice-sock.so")}
+
+
+def find_stack_file(name, build_dir=None, near=None):
+    """Path of sluice-stackd or libsluice-sock.so (STACK_FILES), found as sluiced is: build_dir
+    (--build-dir), $SLUICE_BUILD_DIR, then `near` (the build tree sluiced came from), PATH
+    (sluice-stackd; the library beside it: the build tree's src/sock/, or an installation's lib
+    directories), and the repo's own build/. Raises SupervisorError."""
+    rel = STACK_FILES[name]
+    explicit = build_dir or os.environ.get("SLUICE_BUILD_DIR")
+    if explicit:
+        path = os.path.join(os.path.abspath(explicit), rel)
+        if os.path.isfile(path):
+            return path
+        src = "--build-dir" if build_dir else "SLUICE_BUILD_DIR"
+        raise SupervisorError(f"no {name} at {path} ({src}={explicit}); run `make build`")
+    cands = [os.path.join(near, rel)] if near else []
+    stackd = shutil.which("sluice-stackd")
+    if stackd:
+        if name == "sluice-stackd":
+            cands.append(stackd)
+        else:
+            d = os.path.dirname(os.path.realpath(stackd))
+            cands.append(os.path.join(d, "..", "sock", name))
+            cands += sorted(glob.glob(os.path.join(d, "..", "lib*", name)))
+            cands += sorted(glob.glob(os.path.join(d, "..", "lib*", "*", name)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands.append(os.path.join(here, "..", "..", "build", rel))
+    for c in cands:
+        if os.path.isfile(c):
+            return os.path.normpath(os.path.abspath(c))
+    raise SupervisorError(f"cannot find {name}: pass --build-dir DIR (the meson build directory), set "
+                          "SLUICE_BUILD_DIR, or put sluice-stackd on PATH (run `make build` first)")
+
+
+def stack_paths(socket_dir):
+    """The socket service's two sockets in socket_dir: (stack.sock, stack-ctl.sock)."""
+    return os.path.join(socket_dir, "stack.sock"), os.path.join(socket_dir, "stack-ctl.sock")
+
+
+def stack_argv(stackd, socket_dir, stack):
+    """sluice-stackd's command line for the config's normalized `stack:` options."""
+    return [stackd, "--socket-dir", socket_dir, "--ring-kb", str(stack["ring_kb"]), "--slots", str(stack["slots"])]
+
+
 def nf_program(nf, builtins):
     if nf["program"] in sconfig.BUILTIN_NFS:
         return builtins[nf["program"]]
@@ -369,6 +421,29 @@ class VmGuestSlot(GuestSlot):
         return st
 
 
+class StackSlot(NfSlot):
+    """sluice-stackd, the socket service (docs/sockets.md; the config's `stack:`): a process of its own
+    beside sluiced, not attached to it. Supervised like an NF (log, restarts: always, stopped at `sluice
+    down`); its sockets are stack.sock and stack-ctl.sock in the socket dir."""
+
+    NAME = "sluice-stackd"
+
+    def __init__(self, argv, log_path):
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SLUICE_STACK", "SLUICE_RATE")}
+        NfSlot.__init__(self, self.NAME, {"name": None, "restart": "always"}, argv, env, log_path)
+        self.sandbox = "none"
+
+    def describe(self, rc):
+        if rc is None and self.start_error:
+            return f"could not be started ({self.start_error})"
+        return "(the socket service) " + describe_status(rc)
+
+    def to_state(self):
+        st = NfSlot.to_state(self)
+        st["kind"] = "stack"
+        return st
+
+
 # --------------------------------------------------------------- supervisor
 
 class Supervisor:
@@ -402,6 +477,10 @@ class Supervisor:
         self.cpu_weights = None  # CpuWeights once an NF has a cpu_weight
         self.uids = sandbox.UidPool()  # the strict NFs' own uids
         self.tokens = sconfig.new_tokens(cfg)  # {service: attach token}, in config.json and SLUICE_NF_TOKEN
+        # the socket service (`stack:`): from the same build tree as sluiced
+        self.stackd_bin = find_stack_file("sluice-stackd", build_dir, near=self.build_dir) if cfg.get("stack") \
+            else None
+        self.stack_sock, self.stack_ctl = stack_paths(self.socket_dir)
 
     # -- checks before anything starts
     def check_not_running(self):
@@ -419,6 +498,14 @@ class Supervisor:
                                       "run `sluice down` first")
             except SluiceError:
                 pass  # stale socket: removed in prepare_dir
+        if self.stackd_bin and os.path.exists(self.stack_ctl):
+            try:
+                with Client(self.stack_ctl, timeout=1.0) as c:
+                    pid = c.call("status").get("pid")
+            except SluiceError:
+                return  # stale: sluice-stackd replaces it
+            raise SupervisorError(f"a sluice-stackd (pid {pid}) is already serving {self.stack_sock} (`sluice stack "
+                                  "serve`?); stop it first or remove `stack:` from the config")
 
     def prepare_dir(self):
         os.makedirs(self.log_dir, exist_ok=True)
@@ -538,6 +625,37 @@ class Supervisor:
     def make_slots(self):
         for name, nf in sconfig.instance_names(self.cfg):
             self.slots.append(self.make_slot(name, nf))
+
+    def start_stack(self):
+        """sluice-stackd (`stack:`) in our socket dir; returns once stack-ctl.sock answers."""
+        if not self.stackd_bin:
+            return
+        slot = StackSlot(stack_argv(self.stackd_bin, self.socket_dir, self.cfg["stack"]),
+                         os.path.join(self.log_dir, f"{StackSlot.NAME}.log"))
+        self.slots.append(slot)
+        self.start_slot(slot)
+        self.write_state()
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self.stopping:
+                raise SupervisorError("interrupted while waiting for sluice-stackd")
+            if slot.proc is None or slot.proc.poll() is not None:
+                raise SupervisorError(f"sluice-stackd {slot.describe(slot.proc.poll() if slot.proc else None)} "
+                                      f"during startup; last lines of {slot.log_path}:\n"
+                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
+            if os.path.exists(self.stack_ctl):
+                try:
+                    with Client(self.stack_ctl, timeout=1.0) as c:
+                        c.call("status")
+                    log(f"socket service ready on {self.stack_sock} (sluice-stackd pid {slot.proc.pid})")
+                    return
+                except SluiceError:
+                    pass
+            if time.monotonic() > deadline:
+                raise SupervisorError(f"sluice-stackd did not answer on {self.stack_ctl} within "
+                                      f"{self.ready_timeout:g}s; last lines of {slot.log_path}:\n"
+                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
+            time.sleep(POLL)
 
     def start_guests(self):
         """The ordinary guests (`guests:`), once sluiced listens on their vhost-user sockets and the NFs of
@@ -746,7 +864,7 @@ class Supervisor:
         started, draining, since = [], [], self.removal_seq
         if instances > len(mine):
             max_nfs = self.cfg["sluiced"]["max_nfs"]
-            total = len(self.slots) + instances - len(mine)
+            total = len([s for s in self.slots if not isinstance(s, StackSlot)]) + instances - len(mine)
             if total > max_nfs:
                 raise SupervisorError(f"scale: {total} NF instances would exceed sluiced.max_nfs ({max_nfs})")
             used = {s.name for s in self.slots}
@@ -875,6 +993,7 @@ class Supervisor:
                 self.start_slot(slot)
             self.write_state()
             self.wait_nfs_attached()
+            self.start_stack()
             self.start_guests()
         except BaseException:
             self.teardown()
@@ -882,11 +1001,12 @@ class Supervisor:
         self.write_state()
 
     def summary(self):
-        nfs = [s for s in self.slots if not isinstance(s, VmGuestSlot)]
+        nfs = [s for s in self.slots if not isinstance(s, (VmGuestSlot, StackSlot))]
         vms = [s.name for s in self.slots if isinstance(s, VmGuestSlot)]
         names = " ".join(s.name for s in nfs) or "none"
         return (f"sluice up: sluiced pid {self.sluiced.pid}, {len(nfs)} NF(s) attached ({names}); "
                 + (f"{len(vms)} guest(s) started ({' '.join(vms)}); " if vms else "")
+                + (f"socket service on {self.stack_sock}; " if self.stackd_bin else "")
                 + f"control {self.ctl}; logs in {self.log_dir}")
 
     def loop(self):
@@ -959,7 +1079,8 @@ class Supervisor:
             self.cpu_weights.close()
             self.cpu_weights = None
         self.stop_sluiced()
-        for path in (self.ctl, self.nf_sock, state_path(self.socket_dir)):
+        stack = (self.stack_sock, self.stack_ctl) if self.stackd_bin else ()  # left by a killed sluice-stackd
+        for path in (self.ctl, self.nf_sock, state_path(self.socket_dir), *stack):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -1136,8 +1257,9 @@ def stop_running(socket_dir, timeout=20.0, say=print):
             pass
 
     left = []
+    ours = (st and any(n.get("kind") == "stack" for n in st.get("nfs", []))) and stack_paths(socket_dir) or ()
     for path in (ctl, os.path.join(socket_dir, "nf.sock"), state_path(socket_dir),
-                 supervisor_socket_path(socket_dir)):
+                 supervisor_socket_path(socket_dir), *ours):
         if os.path.exists(path):
             left.append(path)
     st_after = read_state(socket_dir)

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -786,6 +788,15 @@ static void ctl_close(struct ctl *c)
 	free(c);
 }
 
+/* bytes the engine wrote into a placeholder that the app has not read yet (its tokens) */
+static int outq(int fd)
+{
+	int n = -1;
+	if (fd >= 0)
+		ioctl(fd, SIOCOUTQ, &n);
+	return n;
+}
+
 static void ctl_answer(struct ctl *c, const char *line)
 {
 	size_t cap = 65536 + (size_t)g_nsocks * 64;
@@ -829,12 +840,14 @@ static void ctl_answer(struct ctl *c, const char *line)
 					"%s{\"app\":%llu,\"slot\":%u,\"type\":\"%s\",\"module\":\"%s\",\"state\":%d,"
 					"\"flags\":%u,\"error\":%d,\"tx_queued\":%llu,\"rx_queued\":%llu,\"tx_bytes\":%llu,"
 					"\"rx_bytes\":%llu,\"rd_token\":%u,\"rx_wanted\":%u,\"bytes_waiting\":%d,"
-					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"eof_shown\":%d,\"peer\":%s}",
+					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"eof_shown\":%d,"
+					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"token_fail\":%llu,\"peer\":%s}",
 					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
 					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
 					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
 					(unsigned long long)s->tx_bytes, (unsigned long long)s->rx_bytes, s->sh->rd_token,
 					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed, s->efd_shut,
+					outq(s->efd), (unsigned long long)s->token_sent, (unsigned long long)s->token_fail,
 					s->peer ? "true" : "false");
 				first = false;
 			}

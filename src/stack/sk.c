@@ -217,8 +217,13 @@ void sk_token(struct sk *s)
 		return;
 	}
 	char t = 't';
-	if (send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
-		s->app_closed = errno == EPIPE || errno == ECONNRESET;
+	ssize_t w = send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w < 0) {
+		s->token_fail++; /* counted, not logged: a program that never reads its tokens could flood the log */
+		if (errno != EAGAIN)
+			s->app_closed = errno == EPIPE || errno == ECONNRESET;
+	}
+	s->token_sent++;
 	__atomic_store_n(&s->sh->rd_token, SL_SK_TOKEN_PRESENT, __ATOMIC_SEQ_CST);
 }
 

@@ -72,6 +72,7 @@ struct sk {
 	struct sk *bound_next;       /* shm table of bound sockets */
 	bool in_table;
 	uint64_t tx_bytes, rx_bytes, drops;
+	uint64_t token_sent, token_fail;
 };
 
 struct app {

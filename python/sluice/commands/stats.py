@@ -1,7 +1,13 @@
-"""`sluice stats`: counters and drop reasons per port, NF, service and chain."""
+"""`sluice stats`: counters and drop reasons per port, NF, service and chain, and the socket service's
+programs when sluice-stackd answers in the same socket dir."""
 
+import json
+import sys
+
+from ..client import NotRunning, socket_dir_default
 from ..fmt import drops_str, human_bytes, table
 from .common import EXIT_OK, add_common, client_for, print_json_raw, sub
+from .run import format_stack_stats, stack_stats_or_none
 
 
 def format_stats(st):
@@ -77,17 +83,37 @@ def violations_line(v):
 
 
 def cmd_stats(args):
-    with client_for(args) as c:
-        st = c.stats()
-        if args.json:
-            print_json_raw(c)
-            return EXIT_OK
+    # the socket service (docs/sockets.md) when it answers in the same socket dir: a section of its own
+    stack = stack_stats_or_none(args.socket_dir or socket_dir_default())
+    try:
+        with client_for(args) as c:
+            st = c.stats()
+            if args.json:
+                if stack is None:
+                    print_json_raw(c)
+                else:  # the API's response plus sluice-stackd's `stats`
+                    print(json.dumps(dict(json.loads(c.last_raw), stack=stack)))
+                return EXIT_OK
+    except NotRunning as e:
+        if stack is None:
+            raise
+        # sluice-stackd alone (`sluice stack serve`): its section only
+        print(f"sluice: {e}", file=sys.stderr)
+        print(json.dumps({"stack": stack}) if args.json else format_stack_stats(stack))
+        return EXIT_OK
     print(format_stats(st))
+    if stack is not None:
+        print()
+        print(format_stack_stats(stack))
     return EXIT_OK
 
 
 def register(subs):
     s = sub(subs, "stats", "show counters and drop reasons per port, NF, service and chain",
-            "sluice stats\nsluice stats --json | python3 -m json.tool")
+            "sluice stats\nsluice stats --json | python3 -m json.tool",
+            description="Show counters and drop reasons per port, NF, service and chain. When the socket service "
+                        "sluice-stackd answers in the same socket dir (`stack:` in the config, or `sluice stack "
+                        "serve`), also each program's sockets, bytes and throttling (`sluice stack stats`); "
+                        "--json then adds its response as \"stack\".")
     add_common(s, json_flag=True)
     s.set_defaults(func=cmd_stats)

@@ -1,0 +1,1714 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * sock-calls: the socket calls of docs/sockets.md ("Calls"), each checked against a loopback peer
+ * this program makes itself (threads, and fork where fork is the point). One line per check,
+ * "name: ok" or "name: FAIL why"; exit status 1 if any check failed.
+ *
+ * It must pass with plain kernel sockets and under libsluice-sock.so (`sluice run --stack kernel|
+ * shm|auto -- sock-calls`), and print the same lines both ways: tests/integration/test_sockets.py
+ * compares the two outputs line by line. So an "ok" line never carries a number that may differ
+ * (ports, fds, timings), and nothing here depends on timing to pass: waits have generous limits.
+ *
+ *   sock-calls            every check
+ *   sock-calls NAME...    only those (a check's name is the text before the colon)
+ *   sock-calls --list     the names
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WAIT_MS 5000          /* how long any one wait may take before the check fails */
+#define CHECK_TIMEOUT_S 30    /* a check that hangs (a blocking call never returns) fails this late */
+
+static char why[256];
+static const char *current;
+static volatile sig_atomic_t sigpipes;
+
+#define FAIL(...)                                            \
+	do {                                                 \
+		snprintf(why, sizeof(why), __VA_ARGS__);     \
+		goto out;                                    \
+	} while (0)
+#define CHECK(cond, ...)                                     \
+	do {                                                 \
+		if (!(cond))                                 \
+			FAIL(__VA_ARGS__);                   \
+	} while (0)
+/* a call that must succeed (>= 0); the failure names the call and errno */
+#define SYS(expr)                                                                      \
+	do {                                                                           \
+		if ((expr) < 0)                                                        \
+			FAIL("%s failed: %s", #expr, strerror(errno));                 \
+	} while (0)
+
+static void xclose(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	char line[200];
+	int n = snprintf(line, sizeof(line), "%s: FAIL timed out after %d s (a call never returned)\n",
+			 current ? current : "?", CHECK_TIMEOUT_S);
+	if (write(1, line, (size_t)n) < 0) {
+		/* nothing more to do */
+	}
+	_exit(1);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* poll one fd; returns its revents (0 on timeout) */
+static int wait_fd(int fd, short events, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int n;
+	do
+		n = poll(&p, 1, ms);
+	while (n < 0 && errno == EINTR);
+	return n > 0 ? p.revents : 0;
+}
+
+/* receive exactly n bytes (waiting up to WAIT_MS for each piece); returns bytes got, -1 on error */
+static ssize_t recv_exact(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		if (!(wait_fd(fd, POLLIN, WAIT_MS) & (POLLIN | POLLHUP | POLLERR)))
+			return (ssize_t)got;
+		ssize_t r = recv(fd, (char *)buf + got, n - got, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			return (ssize_t)got;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+static int send_all(int fd, const void *buf, size_t n)
+{
+	size_t off = 0;
+	while (off < n) {
+		ssize_t w = send(fd, (const char *)buf + off, n - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			wait_fd(fd, POLLOUT, WAIT_MS);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* wait up to ms for the peer's EOF (recv 0); 1 when it came. Stray bytes are an error (0). */
+static int wait_eof(int fd, int ms)
+{
+	char b[256];
+	long end = now_ms() + ms;
+	for (;;) {
+		long left = end - now_ms();
+		if (left < 0 || !(wait_fd(fd, POLLIN, (int)left) & (POLLIN | POLLHUP | POLLERR)))
+			return 0;
+		ssize_t r = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		if (r == 0)
+			return 1;
+		if (r > 0 || (errno != EAGAIN && errno != EINTR))
+			return 0;
+		sleep_ms(1); /* readable with nothing to read: look again */
+	}
+}
+
+/* what the peer end shows within ms: "nothing" (the expected answer while another copy of the
+ * socket is open), or "EOF", "data", "readable with nothing to read", "an error" */
+static const char *peer_shows(int fd, int ms)
+{
+	static char err[64];
+	char b;
+	if (!(wait_fd(fd, POLLIN, ms) & (POLLIN | POLLHUP | POLLERR)))
+		return "nothing";
+	ssize_t r = recv(fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+	if (r == 0)
+		return "EOF";
+	if (r > 0)
+		return "data";
+	if (errno == EAGAIN)
+		return "readable with nothing to read";
+	snprintf(err, sizeof(err), "error %s", strerror(errno));
+	return err;
+}
+
+/* wait up to WAIT_MS until at least n bytes are queued to read (TCP may deliver a send in pieces) */
+static int wait_avail(int fd, int n)
+{
+	long end = now_ms() + WAIT_MS;
+	int avail = 0;
+	while (now_ms() < end) {
+		wait_fd(fd, POLLIN, 50);
+		if (ioctl(fd, FIONREAD, &avail) == 0 && avail >= n)
+			return 1;
+		sleep_ms(1);
+	}
+	return 0;
+}
+
+static socklen_t loopback(int family, struct sockaddr_storage *ss, uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		a->sin6_port = htons(port);
+		return sizeof(*a);
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a->sin_port = htons(port);
+	return sizeof(*a);
+}
+
+static uint16_t port_of(const struct sockaddr_storage *ss)
+{
+	return ntohs(ss->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)ss)->sin6_port
+					       : ((const struct sockaddr_in *)ss)->sin_port);
+}
+
+static int same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family || port_of(a) != port_of(b))
+		return 0;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+		       sizeof(struct in6_addr));
+}
+
+/* a socket bound to the loopback address on a free port (listening if a stream); its address in *ss */
+static int bound(int family, int type, struct sockaddr_storage *ss)
+{
+	int fd = socket(family, type, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	socklen_t len = loopback(family, ss, 0);
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)ss, len) < 0 || (type == SOCK_STREAM && listen(fd, 64) < 0)) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	len = sizeof(*ss);
+	if (getsockname(fd, (struct sockaddr *)ss, &len) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* a connected TCP pair over loopback: *c the connecting end, *s the accepted one */
+static int tcp_pair(int family, int *c, int *s)
+{
+	struct sockaddr_storage ss;
+	*c = *s = -1;
+	int l = bound(family, SOCK_STREAM, &ss);
+	if (l < 0)
+		return -1;
+	*c = socket(family, SOCK_STREAM, 0);
+	if (*c < 0 || connect(*c, (struct sockaddr *)&ss, family == AF_INET6 ? sizeof(struct sockaddr_in6)
+									     : sizeof(struct sockaddr_in)) < 0)
+		goto fail;
+	*s = accept(l, NULL, NULL);
+	if (*s < 0)
+		goto fail;
+	close(l);
+	return 0;
+fail:;
+	int e = errno;
+	close(l);
+	xclose(c);
+	errno = e;
+	return -1;
+}
+
+/* a port where nothing listens (bound once, then released) */
+static uint16_t closed_port(void)
+{
+	struct sockaddr_storage ss;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return 0;
+	socklen_t len = loopback(AF_INET, &ss, 0);
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	return port_of(&ss);
+}
+
+/* the lowest fd number free right now */
+static int lowest_free_fd(void)
+{
+	int fd = fcntl(0, F_DUPFD, 0);
+	if (fd < 0) { /* fd 0 may be closed: then 0 is the lowest free */
+		fd = open("/dev/null", O_RDONLY);
+	}
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+#define FNV0 0xcbf29ce484222325ull
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+/* ------------------------------------------------------------------------------------ checks */
+
+static int t_fd_numbering(void)
+{
+	int a = -1, b = -1, c = -1, s = -1, u = -1, l = -1, x = -1, r = -1;
+	struct sockaddr_storage ss;
+	SYS(a = open("/dev/null", O_RDONLY));
+	SYS(b = open("/dev/null", O_RDONLY));
+	SYS(c = open("/dev/null", O_RDONLY));
+	int hole = b;
+	xclose(&b);
+	SYS(s = socket(AF_INET, SOCK_STREAM, 0));
+	CHECK(s == hole, "stream socket got fd %d, the lowest free was %d", s, hole);
+	int want = lowest_free_fd();
+	SYS(u = socket(AF_INET, SOCK_DGRAM, 0));
+	CHECK(u == want, "datagram socket got fd %d, the lowest free was %d", u, want);
+	SYS(l = bound(AF_INET, SOCK_STREAM, &ss));
+	SYS(x = socket(AF_INET, SOCK_STREAM, 0));
+	SYS(connect(x, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	want = lowest_free_fd();
+	SYS(r = accept(l, NULL, NULL));
+	CHECK(r == want, "accepted socket got fd %d, the lowest free was %d", r, want);
+	/* a closed socket's number is free again at once */
+	int old = s;
+	xclose(&s);
+	SYS(s = open("/dev/null", O_RDONLY));
+	CHECK(s == old, "after close(socket %d) open() got %d", old, s);
+	why[0] = 0;
+out:
+	xclose(&a), xclose(&b), xclose(&c), xclose(&s), xclose(&u), xclose(&l), xclose(&x), xclose(&r);
+	return why[0] ? -1 : 0;
+}
+
+static int t_socket_flags(void)
+{
+	int s = -1, p = -1;
+	SYS(s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	CHECK(fcntl(s, F_GETFL) & O_NONBLOCK, "SOCK_NONBLOCK: F_GETFL has no O_NONBLOCK");
+	CHECK(fcntl(s, F_GETFD) & FD_CLOEXEC, "SOCK_CLOEXEC: F_GETFD has no FD_CLOEXEC");
+	SYS(p = socket(AF_INET, SOCK_DGRAM, 0));
+	CHECK(!(fcntl(p, F_GETFL) & O_NONBLOCK), "plain socket is non-blocking");
+	CHECK(!(fcntl(p, F_GETFD) & FD_CLOEXEC), "plain socket has FD_CLOEXEC");
+	why[0] = 0;
+out:
+	xclose(&s), xclose(&p);
+	return why[0] ? -1 : 0;
+}
+
+static int t_names(void)
+{
+	int l = -1, c = -1, s = -1;
+	struct sockaddr_storage la, ca, cp, sa, sp;
+	socklen_t len;
+	SYS(l = bound(AF_INET, SOCK_STREAM, &la));
+	CHECK(la.ss_family == AF_INET && port_of(&la) != 0, "listener's getsockname: family %d port %u",
+	      la.ss_family, port_of(&la));
+	SYS(c = socket(AF_INET, SOCK_STREAM, 0));
+	len = sizeof(cp);
+	CHECK(getpeername(c, (struct sockaddr *)&cp, &len) < 0 && errno == ENOTCONN,
+	      "getpeername on an unconnected socket: want ENOTCONN");
+	SYS(connect(c, (struct sockaddr *)&la, sizeof(struct sockaddr_in)));
+	len = sizeof(sp);
+	SYS(s = accept(l, (struct sockaddr *)&sp, &len));
+	len = sizeof(ca);
+	SYS(getsockname(c, (struct sockaddr *)&ca, &len));
+	CHECK(len == sizeof(struct sockaddr_in), "getsockname length %u", (unsigned)len);
+	len = sizeof(cp);
+	SYS(getpeername(c, (struct sockaddr *)&cp, &len));
+	CHECK(same_addr(&cp, &la), "client's peer is not the listener's address");
+	CHECK(same_addr(&sp, &ca), "accept's address is not the client's getsockname");
+	len = sizeof(sa);
+	SYS(getsockname(s, (struct sockaddr *)&sa, &len));
+	CHECK(same_addr(&sa, &la), "accepted socket's getsockname is not the listener's address");
+	len = sizeof(sp);
+	SYS(getpeername(s, (struct sockaddr *)&sp, &len));
+	CHECK(same_addr(&sp, &ca), "accepted socket's getpeername is not the client's address");
+	/* a short buffer: the kernel truncates and reports the full length */
+	len = 4;
+	SYS(getsockname(c, (struct sockaddr *)&sa, &len));
+	CHECK(len == sizeof(struct sockaddr_in), "getsockname with a 4-byte buffer reported length %u", (unsigned)len);
+	why[0] = 0;
+out:
+	xclose(&l), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_read_write(void)
+{
+	int c = -1, s = -1;
+	char buf[64];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	CHECK(write(c, "ping", 4) == 4, "write: %s", strerror(errno));
+	CHECK(wait_avail(s, 4), "peer never got the 4 bytes");
+	ssize_t n = read(s, buf, sizeof(buf));
+	CHECK(n == 4 && !memcmp(buf, "ping", 4), "read got %zd", n);
+	CHECK(write(s, "pong!", 5) == 5, "write back: %s", strerror(errno));
+	n = recv_exact(c, buf, 5);
+	CHECK(n == 5 && !memcmp(buf, "pong!", 5), "reply: got %zd bytes", n);
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static void set2(fd_set *s, int a, int b)
+{
+	FD_ZERO(s);
+	FD_SET(a, s);
+	FD_SET(b, s);
+}
+
+static int t_select(void)
+{
+	int p[2] = { -1, -1 }, c = -1, s = -1;
+	char b[16];
+	fd_set r, w;
+	struct timeval tv;
+	SYS(pipe(p));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	int maxfd = (p[0] > c ? p[0] : c) + 1;
+	set2(&r, p[0], c);
+	tv = (struct timeval){ 0, 0 };
+	int n = select(maxfd, &r, NULL, NULL, &tv);
+	CHECK(n == 0, "nothing sent yet, select says %d ready", n);
+	SYS(write(p[1], "x", 1));
+	set2(&r, p[0], c);
+	tv = (struct timeval){ WAIT_MS / 1000, 0 };
+	n = select(maxfd, &r, NULL, NULL, &tv);
+	CHECK(n == 1 && FD_ISSET(p[0], &r) && !FD_ISSET(c, &r), "pipe written: select %d, pipe %d socket %d", n,
+	      FD_ISSET(p[0], &r), FD_ISSET(c, &r));
+	SYS(send(s, "y", 1, 0));
+	/* the pipe stays readable, so each select returns at once: wait by the clock for the socket */
+	for (long end = now_ms() + WAIT_MS; now_ms() < end; sleep_ms(1)) {
+		set2(&r, p[0], c);
+		tv = (struct timeval){ 0, 50000 };
+		n = select(maxfd, &r, NULL, NULL, &tv);
+		if (n == 2)
+			break;
+	}
+	CHECK(n == 2 && FD_ISSET(p[0], &r) && FD_ISSET(c, &r), "both ready: select %d, pipe %d socket %d", n,
+	      FD_ISSET(p[0], &r), FD_ISSET(c, &r));
+	CHECK(read(p[0], b, sizeof(b)) == 1, "pipe read");
+	CHECK(recv(c, b, sizeof(b), 0) == 1, "socket recv");
+	set2(&r, p[0], c);
+	tv = (struct timeval){ 0, 0 };
+	n = select(maxfd, &r, NULL, NULL, &tv);
+	CHECK(n == 0, "all read, select still says %d ready (pipe %d socket %d)", n, FD_ISSET(p[0], &r),
+	      FD_ISSET(c, &r));
+	set2(&w, p[1], c);
+	tv = (struct timeval){ WAIT_MS / 1000, 0 };
+	n = select((p[1] > c ? p[1] : c) + 1, NULL, &w, NULL, &tv);
+	CHECK(n == 2 && FD_ISSET(c, &w), "writable: select %d, socket %d", n, FD_ISSET(c, &w));
+	/* pselect too */
+	set2(&r, p[0], c);
+	SYS(send(s, "z", 1, 0));
+	struct timespec ts = { WAIT_MS / 1000, 0 };
+	n = pselect(maxfd, &r, NULL, NULL, &ts, NULL);
+	CHECK(n == 1 && FD_ISSET(c, &r), "pselect: %d, socket %d", n, FD_ISSET(c, &r));
+	why[0] = 0;
+out:
+	xclose(&p[0]), xclose(&p[1]), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_poll(void)
+{
+	int p[2] = { -1, -1 }, c = -1, s = -1;
+	char b[16];
+	SYS(pipe(p));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct pollfd f[2] = { { .fd = p[0], .events = POLLIN }, { .fd = c, .events = POLLIN } };
+	int n = poll(f, 2, 0);
+	CHECK(n == 0, "nothing sent yet, poll says %d ready", n);
+	SYS(write(p[1], "x", 1));
+	n = poll(f, 2, WAIT_MS);
+	CHECK(n == 1 && f[0].revents == POLLIN && f[1].revents == 0, "pipe written: poll %d, revents %#x %#x", n,
+	      f[0].revents, f[1].revents);
+	SYS(send(s, "y", 1, 0));
+	for (long end = now_ms() + WAIT_MS; now_ms() < end; sleep_ms(1)) { /* the pipe returns at once */
+		n = poll(f, 2, 50);
+		if (n == 2)
+			break;
+	}
+	CHECK(n == 2 && f[0].revents == POLLIN && f[1].revents == POLLIN, "both ready: poll %d, revents %#x %#x", n,
+	      f[0].revents, f[1].revents);
+	CHECK(read(p[0], b, sizeof(b)) == 1, "pipe read");
+	CHECK(recv(c, b, sizeof(b), 0) == 1, "socket recv");
+	n = poll(f, 2, 0);
+	CHECK(n == 0, "all read, poll still says %d ready (revents %#x %#x)", n, f[0].revents, f[1].revents);
+	f[1].events = POLLIN | POLLOUT;
+	n = poll(f, 2, WAIT_MS);
+	CHECK(n == 1 && f[1].revents == POLLOUT, "writable: poll %d, socket revents %#x", n, f[1].revents);
+	/* ppoll, and the peer's close: POLLIN (EOF) */
+	xclose(&s);
+	f[1].events = POLLIN;
+	struct timespec ts = { WAIT_MS / 1000, 0 };
+	n = ppoll(f, 2, &ts, NULL);
+	CHECK(n == 1 && (f[1].revents & POLLIN), "ppoll after the peer's close: %d, revents %#x", n, f[1].revents);
+	CHECK(recv(c, b, sizeof(b), 0) == 0, "recv after the peer's close: want EOF");
+	why[0] = 0;
+out:
+	xclose(&p[0]), xclose(&p[1]), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int epoll_wait1(int ep, struct epoll_event *ev, int ms)
+{
+	int n;
+	do
+		n = epoll_wait(ep, ev, 4, ms);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+static int t_epoll_lt(void)
+{
+	int ep = -1, c = -1, s = -1, p[2] = { -1, -1 };
+	char b[64];
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(EPOLL_CLOEXEC));
+	SYS(pipe(p));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	e.data.fd = p[0];
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e));
+	int n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 0, "nothing sent, %d events", n);
+	SYS(send(s, "0123456789", 10, 0));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.fd == c && (ev[0].events & EPOLLIN), "data sent: %d events", n);
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 1 && ev[0].data.fd == c, "level-triggered: not reported again (%d events)", n);
+	SYS(write(p[1], "x", 1));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 2, "pipe and socket ready: %d events", n);
+	CHECK(recv_exact(c, b, 10) == 10, "recv");
+	CHECK(read(p[0], b, 1) == 1, "pipe read");
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 0, "everything read, still %d events (fd %d events %#x)", n, n > 0 ? ev[0].data.fd : -1,
+	      n > 0 ? ev[0].events : 0);
+	e = (struct epoll_event){ .events = EPOLLOUT, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_MOD, c, &e));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].events == EPOLLOUT, "EPOLLOUT: %d events (%#x)", n, n > 0 ? ev[0].events : 0);
+	SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s), xclose(&p[0]), xclose(&p[1]);
+	return why[0] ? -1 : 0;
+}
+
+static int t_epoll_et(void)
+{
+	int ep = -1, c = -1, s = -1;
+	char b[64];
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLET, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	SYS(send(s, "0123456789", 10, 0));
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && (ev[0].events & EPOLLIN), "data sent: %d events", n);
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 0, "edge-triggered: reported again without new data (%d events)", n);
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = recv(c, b, sizeof(b), 0);
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		CHECK(r < 0 && errno == EAGAIN, "drain: recv %zd (%s), want EAGAIN", r, r < 0 ? strerror(errno) : "");
+		if (got < 10) { /* the bytes may come in two pieces: wait for the next edge */
+			n = epoll_wait1(ep, ev, WAIT_MS);
+			CHECK(n == 1, "more data: no edge");
+			continue;
+		}
+		break;
+	}
+	CHECK(got == 10, "drained %zu bytes, want 10", got);
+	SYS(send(s, "abc", 3, 0));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && (ev[0].events & EPOLLIN), "new data after draining: %d events", n);
+	/* a read that takes less than it asked for, and no read until EAGAIN: new data is a new edge
+	 * all the same (the kernel signals every arrival; nginx counts on it for kept-alive requests) */
+	CHECK(wait_avail(c, 3), "the 3 bytes never all arrived");
+	ssize_t r = recv(c, b, sizeof(b), 0);
+	CHECK(r == 3, "recv returned %zd, want 3", r);
+	SYS(send(s, "def", 3, 0));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && (ev[0].events & EPOLLIN), "new data after a short read (no EAGAIN): %d events, want an edge", n);
+	CHECK(recv_exact(c, b, 3) == 3 && !memcmp(b, "def", 3), "recv");
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_epoll_oneshot(void)
+{
+	int ep = -1, c = -1, s = -1;
+	char b[64];
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLONESHOT, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	SYS(send(s, "one", 3, 0));
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1, "first data: %d events", n);
+	CHECK(recv_exact(c, b, 3) == 3, "recv");
+	SYS(send(s, "two", 3, 0));
+	CHECK(wait_fd(c, POLLIN, WAIT_MS) & POLLIN, "second data never readable");
+	n = epoll_wait1(ep, ev, 100);
+	CHECK(n == 0, "one-shot: reported again before EPOLL_CTL_MOD (%d events)", n);
+	SYS(epoll_ctl(ep, EPOLL_CTL_MOD, c, &e));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1, "after EPOLL_CTL_MOD: %d events", n);
+	CHECK(recv_exact(c, b, 3) == 3 && !memcmp(b, "two", 3), "recv");
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_epoll_rdhup(void)
+{
+	int ep = -1, c = -1, s = -1;
+	char b[64];
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	SYS(send(s, "last", 4, 0));
+	SYS(shutdown(s, SHUT_WR));
+	unsigned seen = 0;
+	/* level-triggered: the data makes every wait return at once, so wait by the clock for the FIN */
+	for (long end = now_ms() + WAIT_MS; now_ms() < end && !(seen & EPOLLRDHUP);) {
+		int n = epoll_wait1(ep, ev, 50);
+		if (n == 1)
+			seen |= ev[0].events;
+		if (!(seen & EPOLLRDHUP))
+			sleep_ms(1);
+	}
+	CHECK(seen & EPOLLRDHUP, "peer's shutdown(SHUT_WR): no EPOLLRDHUP (events seen %#x)", seen);
+	CHECK(recv_exact(c, b, 4) == 4 && !memcmp(b, "last", 4), "the data before the shutdown");
+	CHECK(recv(c, b, sizeof(b), MSG_DONTWAIT) == 0, "then EOF");
+	/* the other way still works: half-close */
+	SYS(send(c, "back", 4, MSG_NOSIGNAL));
+	CHECK(recv_exact(s, b, 4) == 4, "half-closed peer did not get the reply");
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_dup_fork_close(void)
+{
+	int c = -1, s = -1, d = -1, pp[2] = { -1, -1 };
+	char b[64];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(d = dup(c));
+	/* a child sends through its copy, then closes it and exits */
+	fflush(NULL);
+	pid_t pid = fork();
+	SYS(pid);
+	if (pid == 0) {
+		int ok = send(c, "child", 5, MSG_NOSIGNAL) == 5;
+		close(c);
+		close(d);
+		_exit(ok ? 0 : 3);
+	}
+	int st;
+	SYS(waitpid(pid, &st, 0));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child's send failed (status %#x)", st);
+	CHECK(recv_exact(s, b, 5) == 5 && !memcmp(b, "child", 5), "peer did not get the child's bytes");
+	CHECK(send(c, "parent", 6, MSG_NOSIGNAL) == 6, "parent's send after the child's close: %s", strerror(errno));
+	CHECK(recv_exact(s, b, 6) == 6 && !memcmp(b, "parent", 6), "peer did not get the parent's bytes");
+	/* close one of two copies: no EOF */
+	xclose(&c);
+	const char *seen = peer_shows(s, 200);
+	CHECK(!strcmp(seen, "nothing"), "close() of one of two dups: the peer shows %s, want nothing", seen);
+	CHECK(send(d, "dup", 3, MSG_NOSIGNAL) == 3, "send through the dup: %s", strerror(errno));
+	CHECK(recv_exact(s, b, 3) == 3 && !memcmp(b, "dup", 3), "peer did not get the dup's bytes");
+	/* a child holds the last other copy: the parent's close is no EOF, the child's exit is */
+	SYS(pipe(pp));
+	fflush(NULL);
+	pid = fork();
+	SYS(pid);
+	if (pid == 0) {
+		close(pp[1]);
+		char x;
+		ssize_t r = read(pp[0], &x, 1);
+		(void)r;
+		_exit(0);
+	}
+	xclose(&pp[0]);
+	xclose(&d);
+	seen = peer_shows(s, 200);
+	CHECK(!strcmp(seen, "nothing"), "parent closed, a child still holds the socket: the peer shows %s, want nothing",
+	      seen);
+	xclose(&pp[1]); /* the child exits */
+	SYS(waitpid(pid, &st, 0));
+	CHECK(wait_eof(s, WAIT_MS), "no EOF after the last copy was closed");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s), xclose(&d), xclose(&pp[0]), xclose(&pp[1]);
+	return why[0] ? -1 : 0;
+}
+
+static int t_nonblock_connect(void)
+{
+	int l = -1, c = -1, s = -1;
+	struct sockaddr_storage ss;
+	SYS(l = bound(AF_INET, SOCK_STREAM, &ss));
+	SYS(c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+	int r = connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in));
+	CHECK(r == 0 || errno == EINPROGRESS, "connect: %s, want EINPROGRESS (or 0)", strerror(errno));
+	CHECK(wait_fd(c, POLLOUT, WAIT_MS) & POLLOUT, "never writable");
+	int err = -1;
+	socklen_t len = sizeof(err);
+	SYS(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len));
+	CHECK(err == 0, "SO_ERROR %d (%s), want 0", err, strerror(err));
+	SYS(s = accept(l, NULL, NULL));
+	SYS(send_all(c, "hi", 2));
+	char b[2];
+	CHECK(recv_exact(s, b, 2) == 2, "data after the non-blocking connect");
+	/* connect again: the kernel reports the finished connect once (0), then EISCONN */
+	r = connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in));
+	CHECK(r == 0 || errno == EISCONN, "connect after completion: %s, want 0 or EISCONN", strerror(errno));
+	r = connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in));
+	CHECK(r < 0 && errno == EISCONN, "connect on a connected socket: %s, want EISCONN", r < 0 ? strerror(errno) : "0");
+	why[0] = 0;
+out:
+	xclose(&l), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_connect_refused(void)
+{
+	int c = -1;
+	struct sockaddr_storage ss;
+	uint16_t port = closed_port();
+	CHECK(port, "no free port");
+	loopback(AF_INET, &ss, port);
+	SYS(c = socket(AF_INET, SOCK_STREAM, 0));
+	int r = connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in));
+	CHECK(r < 0 && errno == ECONNREFUSED, "blocking connect: %s, want ECONNREFUSED", r < 0 ? strerror(errno) : "0");
+	xclose(&c);
+	SYS(c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+	r = connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in));
+	if (r < 0 && errno == EINPROGRESS) {
+		CHECK(wait_fd(c, POLLOUT, WAIT_MS), "non-blocking connect: never ready");
+		int err = -1;
+		socklen_t len = sizeof(err);
+		SYS(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len));
+		CHECK(err == ECONNREFUSED, "non-blocking connect: SO_ERROR %d (%s), want ECONNREFUSED", err, strerror(err));
+		len = sizeof(err);
+		SYS(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len));
+		CHECK(err == 0, "SO_ERROR not cleared by reading it (%d)", err);
+	} else {
+		CHECK(r < 0 && errno == ECONNREFUSED, "non-blocking connect: %s, want EINPROGRESS or ECONNREFUSED",
+		      r < 0 ? strerror(errno) : "0");
+	}
+	why[0] = 0;
+out:
+	xclose(&c);
+	return why[0] ? -1 : 0;
+}
+
+static int t_accept4(void)
+{
+	int l = -1, c = -1, a = -1, c2 = -1, a2 = -1;
+	struct sockaddr_storage ss, peer, cn;
+	socklen_t len = sizeof(peer);
+	SYS(l = bound(AF_INET, SOCK_STREAM, &ss));
+	SYS(c = socket(AF_INET, SOCK_STREAM, 0));
+	SYS(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	SYS(a = accept4(l, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+	CHECK(fcntl(a, F_GETFL) & O_NONBLOCK, "accept4 SOCK_NONBLOCK: no O_NONBLOCK");
+	CHECK(fcntl(a, F_GETFD) & FD_CLOEXEC, "accept4 SOCK_CLOEXEC: no FD_CLOEXEC");
+	socklen_t cl = sizeof(cn);
+	SYS(getsockname(c, (struct sockaddr *)&cn, &cl));
+	CHECK(len == sizeof(struct sockaddr_in) && same_addr(&peer, &cn), "accept4's address is not the client's");
+	char b[8];
+	ssize_t r = recv(a, b, sizeof(b), 0);
+	CHECK(r < 0 && errno == EAGAIN, "recv on the non-blocking accepted socket: want EAGAIN");
+	SYS(c2 = socket(AF_INET, SOCK_STREAM, 0));
+	SYS(connect(c2, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	SYS(a2 = accept4(l, NULL, NULL, 0));
+	CHECK(!(fcntl(a2, F_GETFL) & O_NONBLOCK), "accept4(0): O_NONBLOCK set");
+	CHECK(!(fcntl(a2, F_GETFD) & FD_CLOEXEC), "accept4(0): FD_CLOEXEC set");
+	why[0] = 0;
+out:
+	xclose(&l), xclose(&c), xclose(&a), xclose(&c2), xclose(&a2);
+	return why[0] ? -1 : 0;
+}
+
+static int t_accept_nonblock(void)
+{
+	int l = -1, c = -1, a = -1;
+	struct sockaddr_storage ss;
+	SYS(l = bound(AF_INET, SOCK_STREAM, &ss));
+	SYS(fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_NONBLOCK));
+	int r = accept(l, NULL, NULL);
+	CHECK(r < 0 && errno == EAGAIN, "accept with nothing queued: %s, want EAGAIN", r < 0 ? strerror(errno) : "a socket");
+	CHECK(!(wait_fd(l, POLLIN, 0) & POLLIN), "listener readable with nothing queued");
+	SYS(c = socket(AF_INET, SOCK_STREAM, 0));
+	SYS(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	CHECK(wait_fd(l, POLLIN, WAIT_MS) & POLLIN, "listener not readable with a connection queued");
+	SYS(a = accept(l, NULL, NULL));
+	CHECK(!(wait_fd(l, POLLIN, 0) & POLLIN), "listener still readable after the accept");
+	why[0] = 0;
+out:
+	xclose(&l), xclose(&c), xclose(&a);
+	return why[0] ? -1 : 0;
+}
+
+struct conn_arg {
+	struct sockaddr_storage ss;
+	int delay_ms;
+	int fd;
+};
+
+static void *connector(void *p)
+{
+	struct conn_arg *a = p;
+	sleep_ms(a->delay_ms);
+	a->fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	if (a->fd >= 0 && connect(a->fd, (struct sockaddr *)&a->ss, sizeof(struct sockaddr_in)) < 0)
+		xclose(&a->fd);
+	return NULL;
+}
+
+static int t_accept_blocking(void)
+{
+	int l = -1, a = -1;
+	pthread_t th;
+	int started = 0;
+	struct conn_arg ca = { .delay_ms = 100, .fd = -1 };
+	SYS(l = bound(AF_INET, SOCK_STREAM, &ca.ss));
+	CHECK(pthread_create(&th, NULL, connector, &ca) == 0, "pthread_create");
+	started = 1;
+	SYS(a = accept(l, NULL, NULL));
+	pthread_join(th, NULL);
+	started = 0;
+	CHECK(ca.fd >= 0, "the other thread's connect failed");
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	xclose(&l), xclose(&a), xclose(&ca.fd);
+	return why[0] ? -1 : 0;
+}
+
+static int t_fcntl_dupfd(void)
+{
+	int c = -1, s = -1, d = -1, e = -1;
+	char b[8];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(d = fcntl(c, F_DUPFD_CLOEXEC, 100));
+	CHECK(d >= 100, "F_DUPFD_CLOEXEC 100 gave %d", d);
+	CHECK(fcntl(d, F_GETFD) & FD_CLOEXEC, "F_DUPFD_CLOEXEC: no FD_CLOEXEC");
+	CHECK(!(fcntl(c, F_GETFD) & FD_CLOEXEC), "the original got FD_CLOEXEC");
+	SYS(e = fcntl(c, F_DUPFD, 0));
+	CHECK(!(fcntl(e, F_GETFD) & FD_CLOEXEC), "F_DUPFD: FD_CLOEXEC set");
+	int type = 0;
+	socklen_t len = sizeof(type);
+	SYS(getsockopt(d, SOL_SOCKET, SO_TYPE, &type, &len));
+	CHECK(type == SOCK_STREAM, "SO_TYPE on the dup: %d", type);
+	CHECK(send(d, "dup", 3, MSG_NOSIGNAL) == 3, "send through the dup: %s", strerror(errno));
+	CHECK(recv_exact(s, b, 3) == 3, "peer did not get the dup's bytes");
+	/* O_NONBLOCK belongs to the open file: shared by every dup */
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK));
+	CHECK(fcntl(d, F_GETFL) & O_NONBLOCK, "O_NONBLOCK set on the original does not show on the dup");
+	ssize_t r = recv(d, b, sizeof(b), 0);
+	CHECK(r < 0 && errno == EAGAIN, "recv on the dup after F_SETFL O_NONBLOCK: want EAGAIN");
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) & ~O_NONBLOCK));
+	CHECK(!(fcntl(e, F_GETFL) & O_NONBLOCK), "O_NONBLOCK cleared but a dup still has it");
+	SYS(fcntl(d, F_SETFD, 0));
+	CHECK(!(fcntl(d, F_GETFD) & FD_CLOEXEC), "F_SETFD 0 left FD_CLOEXEC");
+	xclose(&d);
+	xclose(&e);
+	CHECK(send(c, "orig", 4, MSG_NOSIGNAL) == 4, "the original after closing its dups: %s", strerror(errno));
+	CHECK(recv_exact(s, b, 4) == 4, "peer did not get the original's bytes");
+	/* dup2 onto a busy number, dup3 with O_CLOEXEC */
+	SYS(d = open("/dev/null", O_RDONLY));
+	CHECK(dup2(c, d) == d, "dup2: %s", strerror(errno));
+	CHECK(send(d, "d2", 2, MSG_NOSIGNAL) == 2, "send through the dup2: %s", strerror(errno));
+	CHECK(recv_exact(s, b, 2) == 2, "peer did not get the dup2's bytes");
+	SYS(e = open("/dev/null", O_RDONLY));
+	CHECK(dup3(c, e, O_CLOEXEC) == e, "dup3: %s", strerror(errno));
+	CHECK(fcntl(e, F_GETFD) & FD_CLOEXEC, "dup3 O_CLOEXEC: no FD_CLOEXEC");
+	xclose(&c);
+	CHECK(send(e, "d3", 2, MSG_NOSIGNAL) == 2, "send through the dup3: %s", strerror(errno));
+	CHECK(recv_exact(s, b, 2) == 2, "peer did not get the dup3's bytes");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s), xclose(&d), xclose(&e);
+	return why[0] ? -1 : 0;
+}
+
+static int t_ioctl(void)
+{
+	int c = -1, s = -1;
+	char b[256];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	int on = 1;
+	SYS(ioctl(c, FIONBIO, &on));
+	CHECK(fcntl(c, F_GETFL) & O_NONBLOCK, "FIONBIO 1: no O_NONBLOCK");
+	ssize_t r = recv(c, b, sizeof(b), 0);
+	CHECK(r < 0 && errno == EAGAIN, "recv after FIONBIO 1: want EAGAIN");
+	on = 0;
+	SYS(ioctl(c, FIONBIO, &on));
+	CHECK(!(fcntl(c, F_GETFL) & O_NONBLOCK), "FIONBIO 0: O_NONBLOCK still set");
+	int avail = -1;
+	SYS(ioctl(c, FIONREAD, &avail));
+	CHECK(avail == 0, "FIONREAD with nothing sent: %d", avail);
+	memset(b, 'q', 123);
+	SYS(send_all(s, b, 123));
+	wait_avail(c, 123);
+	SYS(ioctl(c, FIONREAD, &avail));
+	CHECK(avail == 123, "FIONREAD %d, want 123", avail);
+	CHECK(recv(c, b, 23, 0) == 23, "recv 23");
+	SYS(ioctl(c, FIONREAD, &avail));
+	CHECK(avail == 100, "FIONREAD after taking 23: %d, want 100", avail);
+	CHECK(recv_exact(c, b, 100) == 100, "recv the rest");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_msg_peek(void)
+{
+	int c = -1, s = -1;
+	char b[32];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(send_all(s, "hello world", 11));
+	CHECK(wait_avail(c, 11), "the 11 bytes never all arrived");
+	memset(b, 0, sizeof(b));
+	ssize_t r = recv(c, b, 5, MSG_PEEK);
+	CHECK(r == 5 && !memcmp(b, "hello", 5), "peek 5: %zd '%.5s'", r, b);
+	r = recv(c, b, 5, MSG_PEEK);
+	CHECK(r == 5 && !memcmp(b, "hello", 5), "peek again: %zd", r);
+	CHECK(recv_exact(c, b, 11) == 11 && !memcmp(b, "hello world", 11), "recv after peeking: '%.11s'", b);
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_msg_dontwait(void)
+{
+	int c = -1, s = -1;
+	char b[32];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	ssize_t r = recv(c, b, sizeof(b), MSG_DONTWAIT);
+	CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK), "recv MSG_DONTWAIT on nothing: %zd %s", r,
+	      r < 0 ? strerror(errno) : "");
+	CHECK(!(fcntl(c, F_GETFL) & O_NONBLOCK), "MSG_DONTWAIT made the socket non-blocking");
+	SYS(send_all(s, "x", 1));
+	CHECK(wait_fd(c, POLLIN, WAIT_MS) & POLLIN, "not readable");
+	CHECK(recv(c, b, sizeof(b), MSG_DONTWAIT) == 1, "recv MSG_DONTWAIT with data");
+	CHECK(send(c, "y", 1, MSG_DONTWAIT) == 1, "send MSG_DONTWAIT");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+struct sender_arg {
+	int fd;
+	const uint8_t *buf;
+	size_t len, chunk;
+	int delay_ms, gap_ms; /* before the first chunk, between chunks */
+	int rc;
+};
+
+static void *sender(void *p)
+{
+	struct sender_arg *a = p;
+	a->rc = 0;
+	sleep_ms(a->delay_ms);
+	for (size_t off = 0; off < a->len; off += a->chunk) {
+		if (a->gap_ms && off)
+			sleep_ms(a->gap_ms);
+		size_t n = a->len - off < a->chunk ? a->len - off : a->chunk;
+		if (send_all(a->fd, a->buf + off, n) < 0) {
+			a->rc = -1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int t_msg_waitall(void)
+{
+	int c = -1, s = -1, started = 0;
+	pthread_t th;
+	static uint8_t data[3000], got[3000];
+	fill(data, sizeof(data), 7);
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct sender_arg sa = { .fd = s, .buf = data, .len = sizeof(data), .chunk = 1000, .gap_ms = 30 };
+	CHECK(pthread_create(&th, NULL, sender, &sa) == 0, "pthread_create");
+	started = 1;
+	ssize_t r = recv(c, got, sizeof(got), MSG_WAITALL);
+	CHECK(r == (ssize_t)sizeof(got), "recv MSG_WAITALL returned %zd of 3000", r);
+	CHECK(!memcmp(got, data, sizeof(data)), "wrong bytes");
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_shutdown_wr(void)
+{
+	int c = -1, s = -1;
+	char b[32];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(send_all(c, "abc", 3));
+	SYS(shutdown(c, SHUT_WR));
+	CHECK(recv_exact(s, b, 3) == 3 && !memcmp(b, "abc", 3), "data before the shutdown");
+	CHECK(wait_eof(s, WAIT_MS), "peer saw no EOF after shutdown(SHUT_WR)");
+	SYS(send_all(s, "back", 4));
+	CHECK(recv_exact(c, b, 4) == 4 && !memcmp(b, "back", 4), "half-closed: reply not received");
+	ssize_t r = send(c, "x", 1, MSG_NOSIGNAL);
+	CHECK(r < 0 && errno == EPIPE, "send after SHUT_WR: %s, want EPIPE", r < 0 ? strerror(errno) : "sent");
+	SYS(shutdown(s, SHUT_RDWR));
+	CHECK(wait_eof(c, WAIT_MS), "no EOF after the peer's SHUT_RDWR");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+/* c's peer closed; send until the reset shows: returns the first errno (0: none within WAIT_MS) */
+static int send_until_error(int c, int flags)
+{
+	for (int i = 0; i < WAIT_MS / 10; i++) {
+		ssize_t r = send(c, "x", 1, flags);
+		if (r < 0)
+			return errno;
+		sleep_ms(10);
+	}
+	return 0;
+}
+
+static int t_epipe_nosignal(void)
+{
+	int c = -1, s = -1;
+	SYS(tcp_pair(AF_INET, &c, &s));
+	xclose(&s);
+	CHECK(wait_eof(c, WAIT_MS), "no EOF after the peer's close");
+	int before = sigpipes;
+	int e = send_until_error(c, MSG_NOSIGNAL);
+	CHECK(e == EPIPE, "send to a closed peer: %s, want EPIPE", e ? strerror(e) : "never failed");
+	CHECK(sigpipes == before, "SIGPIPE raised despite MSG_NOSIGNAL");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_sigpipe(void)
+{
+	int c = -1, s = -1;
+	SYS(tcp_pair(AF_INET, &c, &s));
+	xclose(&s);
+	CHECK(wait_eof(c, WAIT_MS), "no EOF after the peer's close");
+	int before = sigpipes;
+	int e = send_until_error(c, 0);
+	CHECK(e == EPIPE, "send to a closed peer: %s, want EPIPE", e ? strerror(e) : "never failed");
+	CHECK(sigpipes == before + 1, "%d SIGPIPE(s) for one EPIPE, want 1", sigpipes - before);
+	/* write() raises it too */
+	before = sigpipes;
+	ssize_t r = write(c, "y", 1);
+	CHECK(r < 0 && errno == EPIPE, "write to a closed peer: want EPIPE");
+	CHECK(sigpipes == before + 1, "write: %d SIGPIPE(s), want 1", sigpipes - before);
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_readv_writev(void)
+{
+	int c = -1, s = -1;
+	char a[5], b[7], x[64];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct iovec wv[3] = { { "abc", 3 }, { "defgh", 5 }, { "ijkl", 4 } };
+	CHECK(writev(c, wv, 3) == 12, "writev: %s", strerror(errno));
+	CHECK(recv_exact(s, x, 12) == 12 && !memcmp(x, "abcdefghijkl", 12), "peer got the wrong bytes");
+	SYS(send_all(s, "0123456789AB", 12));
+	wait_avail(c, 12); /* all 12 there: one readv takes them */
+	struct iovec rv[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	ssize_t r = readv(c, rv, 2);
+	CHECK(r == 12, "readv returned %zd, want 12", r);
+	CHECK(!memcmp(a, "01234", 5) && !memcmp(b, "56789AB", 7), "readv scattered wrongly");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_sendmsg_recvmsg(void)
+{
+	int c = -1, s = -1;
+	char a[4], b[16];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct iovec wv[2] = { { "head", 4 }, { "-and-tail", 9 } };
+	struct msghdr m = { .msg_iov = wv, .msg_iovlen = 2 };
+	CHECK(sendmsg(c, &m, MSG_NOSIGNAL) == 13, "sendmsg: %s", strerror(errno));
+	CHECK(wait_avail(s, 13), "the 13 bytes never all arrived");
+	struct iovec rv[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	struct sockaddr_storage from;
+	struct msghdr r = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = rv, .msg_iovlen = 2 };
+	ssize_t n = recvmsg(s, &r, 0);
+	CHECK(n == 13, "recvmsg returned %zd, want 13", n);
+	CHECK(!memcmp(a, "head", 4) && !memcmp(b, "-and-tail", 9), "recvmsg scattered wrongly");
+	CHECK(r.msg_flags == 0, "msg_flags %#x", r.msg_flags);
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+struct rx_arg {
+	int fd;
+	size_t want, got;
+	uint64_t sum;
+};
+
+static void *receiver(void *p)
+{
+	struct rx_arg *a = p;
+	uint8_t *buf = malloc(65536);
+	a->sum = FNV0;
+	a->got = 0;
+	while (buf && a->got < a->want) {
+		ssize_t r = recv(a->fd, buf, sizeof(buf), 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		a->sum = fnv(a->sum, buf, (size_t)r);
+		a->got += (size_t)r;
+	}
+	free(buf);
+	return NULL;
+}
+
+static int t_sendfile(void)
+{
+	int c = -1, s = -1, f = -1, started = 0;
+	pthread_t th;
+	char path[] = "/tmp/sock-calls-XXXXXX";
+	static uint8_t data[300000];
+	fill(data, sizeof(data), 11);
+	SYS(f = mkstemp(path));
+	unlink(path);
+	CHECK(write(f, data, sizeof(data)) == (ssize_t)sizeof(data), "write the file");
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct rx_arg ra = { .fd = s, .want = sizeof(data) - 1000 };
+	CHECK(pthread_create(&th, NULL, receiver, &ra) == 0, "pthread_create");
+	started = 1;
+	off_t off = 1000;
+	size_t left = sizeof(data) - 1000;
+	while (left) {
+		ssize_t n = sendfile(c, f, &off, left);
+		CHECK(n > 0, "sendfile: %zd %s", n, strerror(errno));
+		left -= (size_t)n;
+	}
+	CHECK(off == (off_t)sizeof(data), "offset after sendfile: %lld", (long long)off);
+	pthread_join(th, NULL);
+	started = 0;
+	CHECK(ra.got == sizeof(data) - 1000, "peer got %zu bytes", ra.got);
+	CHECK(ra.sum == fnv(FNV0, data + 1000, sizeof(data) - 1000), "checksum differs");
+	why[0] = 0;
+out:
+	if (started) {
+		xclose(&c);
+		pthread_join(th, NULL);
+	}
+	xclose(&c), xclose(&s), xclose(&f);
+	return why[0] ? -1 : 0;
+}
+
+static int t_ipv6(void)
+{
+	int l = -1, c = -1, s = -1;
+	char b[16];
+	struct sockaddr_storage la, pa, ca;
+	socklen_t len;
+	SYS(l = bound(AF_INET6, SOCK_STREAM, &la));
+	SYS(c = socket(AF_INET6, SOCK_STREAM, 0));
+	SYS(connect(c, (struct sockaddr *)&la, sizeof(struct sockaddr_in6)));
+	SYS(s = accept(l, NULL, NULL));
+	len = sizeof(pa);
+	SYS(getpeername(c, (struct sockaddr *)&pa, &len));
+	CHECK(len == sizeof(struct sockaddr_in6) && same_addr(&pa, &la), "getpeername is not [::1]:port");
+	len = sizeof(ca);
+	SYS(getpeername(s, (struct sockaddr *)&ca, &len));
+	CHECK(ca.ss_family == AF_INET6 &&
+	      !memcmp(&((struct sockaddr_in6 *)&ca)->sin6_addr, &in6addr_loopback, sizeof(struct in6_addr)),
+	      "accepted peer is not ::1");
+	SYS(send_all(c, "six", 3));
+	CHECK(recv_exact(s, b, 3) == 3 && !memcmp(b, "six", 3), "to the server");
+	SYS(send_all(s, "v6!", 3));
+	CHECK(recv_exact(c, b, 3) == 3 && !memcmp(b, "v6!", 3), "to the client");
+	why[0] = 0;
+out:
+	xclose(&l), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static ssize_t recvfrom_wait(int fd, void *buf, size_t n, int flags, struct sockaddr_storage *from)
+{
+	if (!(wait_fd(fd, POLLIN, WAIT_MS) & POLLIN))
+		return -2;
+	socklen_t len = sizeof(*from);
+	return recvfrom(fd, buf, n, flags, (struct sockaddr *)from, &len);
+}
+
+static int t_udp(void)
+{
+	int u1 = -1, u2 = -1;
+	char b[256];
+	struct sockaddr_storage a1, a2, from;
+	SYS(u1 = bound(AF_INET, SOCK_DGRAM, &a1));
+	SYS(u2 = bound(AF_INET, SOCK_DGRAM, &a2));
+	ssize_t r = recv(u2, b, sizeof(b), MSG_DONTWAIT);
+	CHECK(r < 0 && errno == EAGAIN, "recv on an empty datagram socket: want EAGAIN");
+	CHECK(sendto(u1, "d1", 2, 0, (struct sockaddr *)&a2, sizeof(struct sockaddr_in)) == 2, "sendto: %s",
+	      strerror(errno));
+	CHECK(sendto(u1, "dgram-two", 9, 0, (struct sockaddr *)&a2, sizeof(struct sockaddr_in)) == 9, "sendto 2");
+	CHECK(sendto(u1, "", 0, 0, (struct sockaddr *)&a2, sizeof(struct sockaddr_in)) == 0, "sendto empty");
+	r = recvfrom_wait(u2, b, sizeof(b), 0, &from);
+	CHECK(r == 2 && !memcmp(b, "d1", 2), "first datagram: %zd", r);
+	CHECK(same_addr(&from, &a1), "recvfrom's source is not the sender's address");
+	r = recvfrom_wait(u2, b, sizeof(b), 0, &from);
+	CHECK(r == 9 && !memcmp(b, "dgram-two", 9), "second datagram (boundaries kept): %zd", r);
+	r = recvfrom_wait(u2, b, sizeof(b), 0, &from);
+	CHECK(r == 0, "empty datagram: %zd", r);
+	/* connect: send/recv without addresses, getpeername */
+	SYS(connect(u2, (struct sockaddr *)&a1, sizeof(struct sockaddr_in)));
+	struct sockaddr_storage pa;
+	socklen_t len = sizeof(pa);
+	SYS(getpeername(u2, (struct sockaddr *)&pa, &len));
+	CHECK(same_addr(&pa, &a1), "getpeername of the connected datagram socket");
+	CHECK(send(u2, "conn", 4, 0) == 4, "send on a connected datagram socket: %s", strerror(errno));
+	r = recvfrom_wait(u1, b, sizeof(b), 0, &from);
+	CHECK(r == 4 && !memcmp(b, "conn", 4) && same_addr(&from, &a2), "datagram from the connected socket");
+	CHECK(sendto(u1, "back", 4, 0, (struct sockaddr *)&a2, sizeof(struct sockaddr_in)) == 4, "sendto back");
+	CHECK(wait_fd(u2, POLLIN, WAIT_MS) & POLLIN, "connected socket not readable");
+	r = recv(u2, b, sizeof(b), 0);
+	CHECK(r == 4 && !memcmp(b, "back", 4), "recv on the connected socket: %zd", r);
+	/* dissolve the association: AF_UNSPEC */
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	SYS(connect(u2, &unspec, sizeof(unspec)));
+	r = send(u2, "x", 1, 0);
+	CHECK(r < 0 && errno == EDESTADDRREQ, "send after connect(AF_UNSPEC): %s, want EDESTADDRREQ",
+	      r < 0 ? strerror(errno) : "sent");
+	why[0] = 0;
+out:
+	xclose(&u1), xclose(&u2);
+	return why[0] ? -1 : 0;
+}
+
+static int t_udp_trunc(void)
+{
+	int u1 = -1, u2 = -1;
+	char b[256], big[100];
+	struct sockaddr_storage a1, a2, from;
+	memset(big, 'T', sizeof(big));
+	SYS(u1 = bound(AF_INET, SOCK_DGRAM, &a1));
+	SYS(u2 = bound(AF_INET, SOCK_DGRAM, &a2));
+	CHECK(sendto(u1, big, 100, 0, (struct sockaddr *)&a2, sizeof(struct sockaddr_in)) == 100, "sendto");
+	ssize_t r = recvfrom_wait(u2, b, 10, MSG_PEEK, &from);
+	CHECK(r == 10, "MSG_PEEK into 10 bytes: %zd", r);
+	r = recvfrom_wait(u2, b, 10, MSG_TRUNC, &from);
+	CHECK(r == 100, "recv MSG_TRUNC into 10 bytes: %zd, want the datagram's length 100", r);
+	CHECK(sendto(u1, big, 100, 0, (struct sockaddr *)&a2, sizeof(struct sockaddr_in)) == 100, "sendto");
+	CHECK(wait_fd(u2, POLLIN, WAIT_MS) & POLLIN, "not readable");
+	struct iovec iv = { b, 10 };
+	struct msghdr m = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv, .msg_iovlen = 1 };
+	r = recvmsg(u2, &m, 0);
+	CHECK(r == 10 && (m.msg_flags & MSG_TRUNC), "recvmsg into 10 bytes: %zd, msg_flags %#x (want MSG_TRUNC)", r,
+	      m.msg_flags);
+	CHECK(m.msg_namelen == sizeof(struct sockaddr_in) && same_addr(&from, &a1), "recvmsg's msg_name");
+	r = recv(u2, b, sizeof(b), MSG_DONTWAIT);
+	CHECK(r < 0 && errno == EAGAIN, "the truncated rest was not discarded (%zd)", r);
+	why[0] = 0;
+out:
+	xclose(&u1), xclose(&u2);
+	return why[0] ? -1 : 0;
+}
+
+static int getint(int fd, int level, int name, int *v)
+{
+	socklen_t len = sizeof(*v);
+	*v = -12345;
+	int r = getsockopt(fd, level, name, v, &len);
+	if (r == 0 && len != sizeof(int)) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return r;
+}
+
+static int t_sockopts(void)
+{
+	int c = -1, s = -1, u = -1, v, one = 1;
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(u = socket(AF_INET, SOCK_DGRAM, 0));
+	SYS(setsockopt(c, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)));
+	SYS(getint(c, SOL_SOCKET, SO_REUSEADDR, &v));
+	CHECK(v != 0, "SO_REUSEADDR reads back %d", v);
+	SYS(getint(c, IPPROTO_TCP, TCP_NODELAY, &v));
+	CHECK(v == 0, "TCP_NODELAY before setting: %d", v);
+	SYS(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+	SYS(getint(c, IPPROTO_TCP, TCP_NODELAY, &v));
+	CHECK(v != 0, "TCP_NODELAY reads back %d", v);
+	SYS(getint(c, SOL_SOCKET, SO_RCVBUF, &v));
+	CHECK(v > 0, "SO_RCVBUF %d", v);
+	SYS(getint(c, SOL_SOCKET, SO_SNDBUF, &v));
+	CHECK(v > 0, "SO_SNDBUF %d", v);
+	SYS(getint(c, SOL_SOCKET, SO_TYPE, &v));
+	CHECK(v == SOCK_STREAM, "SO_TYPE %d, want SOCK_STREAM", v);
+	SYS(getint(u, SOL_SOCKET, SO_TYPE, &v));
+	CHECK(v == SOCK_DGRAM, "SO_TYPE %d, want SOCK_DGRAM", v);
+	SYS(getint(c, SOL_SOCKET, SO_ERROR, &v));
+	CHECK(v == 0, "SO_ERROR %d", v);
+	SYS(setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)));
+	SYS(getint(c, SOL_SOCKET, SO_KEEPALIVE, &v));
+	CHECK(v != 0, "SO_KEEPALIVE reads back %d", v);
+	/* options set, the socket still carries data */
+	SYS(send_all(c, "opt", 3));
+	char b[3];
+	CHECK(recv_exact(s, b, 3) == 3, "data after setting options");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s), xclose(&u);
+	return why[0] ? -1 : 0;
+}
+
+/* fill the peer until send says EAGAIN and the socket is not writable; the peer's reading makes
+ * it writable again, and every byte arrives */
+static int t_send_full(void)
+{
+	int c = -1, s = -1;
+	static uint8_t buf[65536];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK));
+	size_t sent = 0;
+	int full = 0;
+	while (sent < (64u << 20)) {
+		ssize_t w = send(c, buf, sizeof(buf), MSG_NOSIGNAL);
+		if (w > 0) {
+			sent += (size_t)w;
+			continue;
+		}
+		CHECK(w < 0 && errno == EAGAIN, "send: %s, want EAGAIN once full", w < 0 ? strerror(errno) : "0");
+		/* the peer's window may still open a little: full = EAGAIN and not writable after a pause */
+		sleep_ms(20);
+		if (!(wait_fd(c, POLLOUT, 0) & POLLOUT)) {
+			full = 1;
+			break;
+		}
+	}
+	CHECK(full, "64 MiB sent and the socket never stayed unwritable");
+	size_t got = 0;
+	int writable = 0;
+	while (got < sent) {
+		ssize_t r = recv_exact(s, buf, sent - got < sizeof(buf) ? sent - got : sizeof(buf));
+		CHECK(r > 0, "peer's recv after %zu of %zu bytes", got, sent);
+		got += (size_t)r;
+		if (!writable && (wait_fd(c, POLLOUT, 0) & POLLOUT))
+			writable = 1;
+	}
+	CHECK(writable || (wait_fd(c, POLLOUT, WAIT_MS) & POLLOUT), "never writable again after the peer read all");
+	CHECK(send(c, "more", 4, MSG_NOSIGNAL) == 4, "send after the peer drained: %s", strerror(errno));
+	CHECK(recv_exact(s, buf, 4) == 4, "the last bytes");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_transfer_4mib(void)
+{
+	enum { N = 4 << 20 };
+	int c = -1, s = -1, started = 0;
+	pthread_t tc, ts, rs;
+	static uint8_t up[N], down[N];
+	fill(up, N, 1);
+	fill(down, N, 2);
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct sender_arg sc = { .fd = c, .buf = up, .len = N, .chunk = 100000 };
+	struct sender_arg ss = { .fd = s, .buf = down, .len = N, .chunk = 65536 };
+	struct rx_arg rserver = { .fd = s, .want = N }, rclient = { .fd = c, .want = N };
+	CHECK(pthread_create(&tc, NULL, sender, &sc) == 0, "pthread_create");
+	started |= 1;
+	CHECK(pthread_create(&ts, NULL, sender, &ss) == 0, "pthread_create");
+	started |= 2;
+	CHECK(pthread_create(&rs, NULL, receiver, &rserver) == 0, "pthread_create");
+	started |= 4;
+	receiver(&rclient);
+	pthread_join(tc, NULL), pthread_join(ts, NULL), pthread_join(rs, NULL);
+	started = 0;
+	CHECK(sc.rc == 0 && ss.rc == 0, "a sender failed (client %d, server %d)", sc.rc, ss.rc);
+	CHECK(rserver.got == N && rclient.got == N, "received %zu up, %zu down of %d", rserver.got, rclient.got, N);
+	CHECK(rserver.sum == fnv(FNV0, up, N), "client -> server checksum differs");
+	CHECK(rclient.sum == fnv(FNV0, down, N), "server -> client checksum differs");
+	/* and a clean close: EOF both ways */
+	SYS(shutdown(c, SHUT_WR));
+	CHECK(wait_eof(s, WAIT_MS), "no EOF at the server");
+	xclose(&s);
+	CHECK(wait_eof(c, WAIT_MS), "no EOF at the client");
+	why[0] = 0;
+out:
+	if (started) {
+		shutdown(c, SHUT_RDWR), shutdown(s, SHUT_RDWR);
+		if (started & 1)
+			pthread_join(tc, NULL);
+		if (started & 2)
+			pthread_join(ts, NULL);
+		if (started & 4)
+			pthread_join(rs, NULL);
+	}
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_blocking_recv_wakeup(void)
+{
+	int c = -1, s = -1, started = 0;
+	pthread_t th;
+	char b[16];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	/* the other thread sends only after a pause, so this recv is asleep when the bytes come */
+	struct sender_arg sa = { .fd = s, .buf = (const uint8_t *)"wake", .len = 4, .chunk = 4, .delay_ms = 200 };
+	CHECK(pthread_create(&th, NULL, sender, &sa) == 0, "pthread_create");
+	started = 1;
+	ssize_t r = recv(c, b, sizeof(b), 0);
+	CHECK(r > 0 && !memcmp(b, "wake", (size_t)r), "blocking recv returned %zd", r);
+	pthread_join(th, NULL);
+	started = 0;
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static void *closer(void *p)
+{
+	int *fd = p;
+	sleep_ms(200);
+	shutdown(*fd, SHUT_WR);
+	return NULL;
+}
+
+static int t_blocking_read_eof(void)
+{
+	int c = -1, s = -1, started = 0;
+	pthread_t th;
+	char b[16];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	CHECK(pthread_create(&th, NULL, closer, &s) == 0, "pthread_create");
+	started = 1;
+	ssize_t r = read(c, b, sizeof(b));
+	CHECK(r == 0, "blocking read woken by the peer's shutdown returned %zd, want 0 (EOF)", r);
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+struct echo_arg {
+	int fd;
+};
+
+/* echoes what it gets, in two sends (a reply that arrives in pieces) */
+static void *echo_thread(void *p)
+{
+	struct echo_arg *a = p;
+	char b[4096];
+	for (;;) {
+		ssize_t r = recv(a->fd, b, sizeof(b), 0);
+		if (r <= 0 || send_all(a->fd, b, (size_t)r / 2) < 0 || send_all(a->fd, b + r / 2, (size_t)(r - r / 2)) < 0)
+			break;
+	}
+	return NULL;
+}
+
+/* request/response many times over, on several connections at once: whenever poll or epoll says a
+ * socket is readable, its data is there (a non-blocking read never says EAGAIN after a readiness
+ * report: the kernel's sockets never wake spuriously, and wrk counts such an EAGAIN as a read error) */
+static int t_readable_means_data(void)
+{
+	enum { CONNS = 8, ROUNDS = 2000 };
+	int c[CONNS], s[CONNS], ep = -1, started = 0, rounds[CONNS] = { 0 }, got[CONNS] = { 0 };
+	pthread_t th[CONNS];
+	struct echo_arg ea[CONNS];
+	char req[100], rsp[100];
+	memset(req, 'r', sizeof(req));
+	for (int i = 0; i < CONNS; i++)
+		c[i] = s[i] = -1;
+	SYS(ep = epoll_create1(0));
+	for (int i = 0; i < CONNS; i++) {
+		SYS(tcp_pair(AF_INET, &c[i], &s[i]));
+		SYS(fcntl(c[i], F_SETFL, fcntl(c[i], F_GETFL) | O_NONBLOCK));
+		struct epoll_event e = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+		SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c[i], &e));
+		int one = 1; /* the reply's second half must not wait for an ACK (Nagle) */
+		SYS(setsockopt(s[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+		ea[i].fd = s[i];
+		CHECK(pthread_create(&th[i], NULL, echo_thread, &ea[i]) == 0, "pthread_create");
+		started++;
+		SYS(send_all(c[i], req, sizeof(req)));
+	}
+	int done = 0, spurious = 0, reports = 0;
+	while (done < CONNS) {
+		struct epoll_event ev[CONNS];
+		int n = epoll_wait(ep, ev, CONNS, WAIT_MS);
+		CHECK(n > 0 || (n < 0 && errno == EINTR), "epoll: no reply within %d ms (%d of %d connections done)", WAIT_MS,
+		      done, CONNS);
+		for (int k = 0; k < n; k++) {
+			int i = (int)ev[k].data.u32;
+			reports++;
+			ssize_t r = recv(c[i], rsp, sizeof(rsp) - (size_t)got[i], 0);
+			if (r < 0 && errno == EAGAIN) {
+				spurious++;
+				continue;
+			}
+			CHECK(r > 0, "recv after a readiness report: %zd (%s)", r, r < 0 ? strerror(errno) : "EOF");
+			got[i] += (int)r;
+			if (got[i] < (int)sizeof(rsp))
+				continue;
+			got[i] = 0;
+			if (++rounds[i] == ROUNDS) {
+				done++;
+				SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c[i], NULL));
+			} else {
+				SYS(send_all(c[i], req, sizeof(req)));
+			}
+		}
+	}
+	CHECK(!spurious, "%d of %d readiness reports found nothing to read (recv: EAGAIN)", spurious, reports);
+	why[0] = 0;
+out:
+	for (int i = 0; i < CONNS; i++) {
+		if (c[i] >= 0)
+			shutdown(c[i], SHUT_WR);
+		if (i < started)
+			pthread_join(th[i], NULL);
+		xclose(&c[i]), xclose(&s[i]);
+	}
+	xclose(&ep);
+	return why[0] ? -1 : 0;
+}
+
+static int t_close_eof(void)
+{
+	int c = -1, s = -1;
+	char b[16];
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(send_all(s, "bye", 3));
+	xclose(&s);
+	CHECK(recv_exact(c, b, 3) == 3 && !memcmp(b, "bye", 3), "bytes sent before the close were lost");
+	CHECK(wait_eof(c, WAIT_MS), "no EOF after the peer's close");
+	CHECK(recv(c, b, sizeof(b), 0) == 0, "EOF is not sticky");
+	why[0] = 0;
+out:
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static const struct check {
+	const char *name;
+	int (*fn)(void);
+} checks[] = {
+	{ "fd_numbering", t_fd_numbering },
+	{ "socket_flags", t_socket_flags },
+	{ "names", t_names },
+	{ "read_write", t_read_write },
+	{ "select", t_select },
+	{ "poll", t_poll },
+	{ "epoll_lt", t_epoll_lt },
+	{ "epoll_et", t_epoll_et },
+	{ "epoll_oneshot", t_epoll_oneshot },
+	{ "epoll_rdhup", t_epoll_rdhup },
+	{ "dup_fork_close", t_dup_fork_close },
+	{ "nonblock_connect", t_nonblock_connect },
+	{ "connect_refused", t_connect_refused },
+	{ "accept4_flags", t_accept4 },
+	{ "accept_nonblock", t_accept_nonblock },
+	{ "accept_blocking", t_accept_blocking },
+	{ "fcntl_dupfd", t_fcntl_dupfd },
+	{ "ioctl_fionbio_fionread", t_ioctl },
+	{ "msg_peek", t_msg_peek },
+	{ "msg_dontwait", t_msg_dontwait },
+	{ "msg_waitall", t_msg_waitall },
+	{ "shutdown_wr", t_shutdown_wr },
+	{ "epipe_nosignal", t_epipe_nosignal },
+	{ "sigpipe", t_sigpipe },
+	{ "readv_writev", t_readv_writev },
+	{ "sendmsg_recvmsg", t_sendmsg_recvmsg },
+	{ "sendfile", t_sendfile },
+	{ "ipv6", t_ipv6 },
+	{ "udp", t_udp },
+	{ "udp_trunc", t_udp_trunc },
+	{ "sockopts", t_sockopts },
+	{ "send_full", t_send_full },
+	{ "transfer_4mib", t_transfer_4mib },
+	{ "blocking_recv_wakeup", t_blocking_recv_wakeup },
+	{ "blocking_read_eof", t_blocking_read_eof },
+	{ "readable_means_data", t_readable_means_data },
+	{ "close_eof", t_close_eof },
+};
+
+int main(int argc, char **argv)
+{
+	size_t n = sizeof(checks) / sizeof(checks[0]);
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		for (size_t i = 0; i < n; i++)
+			printf("%s\n", checks[i].name);
+		return 0;
+	}
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf("usage: sock-calls [--list] [CHECK...]\n"
+		       "Exercises the socket calls of docs/sockets.md against a loopback peer it makes itself;\n"
+		       "prints \"name: ok\" or \"name: FAIL why\" per check, exit 1 if any failed.\n");
+		return 0;
+	}
+	for (int i = 1; i < argc; i++) {
+		size_t j = 0;
+		while (j < n && strcmp(argv[i], checks[j].name))
+			j++;
+		if (j == n) {
+			fprintf(stderr, "sock-calls: no check named '%s' (--list)\n", argv[i]);
+			return 2;
+		}
+	}
+	struct sigaction sa = { .sa_handler = on_sigpipe };
+	sigaction(SIGPIPE, &sa, NULL);
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int failed = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (argc > 1) {
+			int want = 0;
+			for (int k = 1; k < argc; k++)
+				want |= !strcmp(argv[k], checks[i].name);
+			if (!want)
+				continue;
+		}
+		current = checks[i].name;
+		why[0] = 0;
+		alarm(CHECK_TIMEOUT_S);
+		int r = checks[i].fn();
+		alarm(0);
+		if (r == 0) {
+			printf("%s: ok\n", checks[i].name);
+		} else {
+			printf("%s: FAIL %s\n", checks[i].name, why[0] ? why : "(no reason given)");
+			failed = 1;
+		}
+		fflush(stdout);
+	}
+	return failed;
+}
