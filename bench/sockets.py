@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,16 +45,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 10.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+PROBE = ("import socket,sys,time\nfor _ in range(200):\n    s=socket.socket()\n"
+         "    if s.connect_ex(('127.0.0.1',int(sys.argv[1])))==0: sys.exit(0)\n    s.close(); time.sleep(0.05)\nsys.exit(1)")
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str, env: dict | None = None) -> None:
+    """Until something listens on port: probed from a process of the server's own stack (an shm
+    listener has no kernel socket, so only a shim client sees it)."""
+    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(port)], env=env)
+    while probe.poll() is None:
         if proc.poll() is not None:
+            probe.kill()
+            probe.wait()
             raise BenchError(f"{what} exited with {proc.returncode} before listening on {port}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
         time.sleep(0.05)
-    raise BenchError(f"{what} did not listen on {port} within {timeout} s")
+    if probe.returncode != 0:
+        raise BenchError(f"{what} did not listen on {port} within 10 s")
 
 
 def cpu_s(pid: int) -> float:
@@ -70,6 +77,7 @@ class Stack:
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="sl-bench-", dir="/tmp")
+        os.chmod(self.dir, 0o755)  # nginx's workers run as nobody and connect to stack.sock too
         binary = BUILD / "src" / "stack" / "sluice-stackd"
         self.lib = BUILD / "src" / "sock" / "libsluice-sock.so"
         if not binary.exists() or not self.lib.exists():
@@ -114,7 +122,7 @@ def run_redis(st: Stack, system: str, n: int) -> dict:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = {}
     try:
-        wait_port(port, srv, "redis-server")
+        wait_port(port, srv, "redis-server", st.env(system))
         for pipeline in (1, 16):
             c0, s0, k0 = time.time(), cpu_s(srv.pid), cpu_s(st.proc.pid)
             r0 = os.times()
@@ -158,7 +166,7 @@ def run_nginx(st: Stack, system: str, secs: float) -> dict:
     srv = subprocess.Popen(["nginx", "-c", f"{d}/nginx.conf", "-p", d], env=st.env(system),
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_port(port, srv, "nginx")
+        wait_port(port, srv, "nginx", st.env(system))
         res = subprocess.run(["wrk", "-t1", "-c32", f"-d{secs:.0f}s", f"http://127.0.0.1:{port}/1k.bin"],
                              env=st.env(system), capture_output=True, text=True, timeout=secs + 60)
         m = re.search(r"Requests/sec:\s+([\d.]+)", res.stdout)
@@ -171,10 +179,18 @@ def run_nginx(st: Stack, system: str, secs: float) -> dict:
 
 
 def iperf3_server(st: Stack, system: str, port: int) -> subprocess.Popen:
-    p = subprocess.Popen(["iperf3", "-s", "-p", str(port)], env=st.env(system),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, p, "iperf3 -s")
-    return p
+    # its own "Server listening" line, not a probe: a probe connection would be taken for a test
+    p = subprocess.Popen(["iperf3", "-s", "-p", str(port), "--forceflush"], env=st.env(system),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            raise BenchError(f"iperf3 -s ({system}) exited with {p.wait()}")
+        if "Server listening" in line:
+            threading.Thread(target=lambda: p.stdout.read(), daemon=True).start()  # keep its pipe flowing
+            return p
+    raise BenchError(f"iperf3 -s ({system}) did not say it listens within 10 s")
 
 
 def run_iperf3(st: Stack, system: str, secs: float) -> dict:
