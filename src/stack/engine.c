@@ -841,13 +841,13 @@ static void ctl_answer(struct ctl *c, const char *line)
 					"\"flags\":%u,\"error\":%d,\"tx_queued\":%llu,\"rx_queued\":%llu,\"tx_bytes\":%llu,"
 					"\"rx_bytes\":%llu,\"rd_token\":%u,\"rx_wanted\":%u,\"bytes_waiting\":%d,"
 					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"eof_shown\":%d,"
-					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"token_fail\":%llu,\"peer\":%s}",
+					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"token_fail\":%llu,\"queued\":%d,\"throttled\":%d,\"peer\":%s}",
 					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
 					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
 					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
 					(unsigned long long)s->tx_bytes, (unsigned long long)s->rx_bytes, s->sh->rd_token,
 					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed, s->efd_shut,
-					outq(s->efd), (unsigned long long)s->token_sent, (unsigned long long)s->token_fail,
+					outq(s->efd), (unsigned long long)s->token_sent, (unsigned long long)s->token_fail, s->in_work, s->throttled,
 					s->peer ? "true" : "false");
 				first = false;
 			}

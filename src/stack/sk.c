@@ -274,7 +274,10 @@ uint64_t sk_budget(struct sk *s, uint64_t want)
 	a->bucket_ns = now;
 	if (a->tokens < (double)want)
 		a->throttled++; /* held to its rate this turn (sluice stats: THROTTLED) */
-	if (a->tokens < 1) {
+	/* Grant at least a useful amount (16 KiB, or what is asked if less) or nothing: a socket fed a
+	 * few bytes per turn keeps the engine spinning, and every other socket waits for the CPU. */
+	double least = want < 16384 ? (double)want : 16384;
+	if (a->tokens < (least > 1 ? least : 1)) {
 		if (!s->throttled) {
 			s->throttled = true;
 			s->throttle_next = throttled_head;
