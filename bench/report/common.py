@@ -73,6 +73,11 @@ def load_results(d: Path) -> list[tuple[Path, dict]]:
             print(f"gen_report: skipping {p}: {e}", file=sys.stderr)
             continue
         if isinstance(data, dict) and isinstance(data.get("results"), list):
+            # rows of a file that names its scenario once at the top (bench/guests.py) carry it too
+            if data.get("scenario"):
+                for r in data["results"]:
+                    if isinstance(r, dict):
+                        r.setdefault("scenario", data["scenario"])
             out.append((p, data))
     return out
 
