@@ -105,3 +105,16 @@ class Chan:
         out = bytes(self.map[base + (p % self.ring_bytes)] for p in range(head, tail))
         self.put_u64(i, SLOT_RX_HEAD, tail)
         return out
+
+
+def shim_preload(build_dir):
+    """LD_PRELOAD for the build's shim. An ASan/UBSan build's shim needs the ASan runtime loaded
+    first into an uninstrumented program (python, redis): it goes in front, leak checks off."""
+    import subprocess
+    shim = os.path.join(str(build_dir), "src", "sock", "libsluice-sock.so")
+    with open(shim, "rb") as f:
+        asan = b"libasan.so" in f.read()
+    if not asan:
+        return {"LD_PRELOAD": shim}
+    runtime = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return {"LD_PRELOAD": f"{runtime}:{shim}", "ASAN_OPTIONS": "detect_leaks=0"}

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from stackproto import (S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_STATE, SLOT_TX_TAIL, Chan, ctl, inet)
+from stackproto import (S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_STATE, SLOT_TX_TAIL, Chan, ctl, inet, shim_preload)
 
 
 def _port():
@@ -235,8 +235,7 @@ def test_service_killed_under_a_blocked_call(build_dir, socket_dir, stack):
     binary = build_dir / "src" / "stack" / "sluice-stackd"
     p = subprocess.Popen([str(binary), "--socket-dir", str(socket_dir)], stderr=subprocess.PIPE, text=True)
     assert "ready" in p.stderr.readline()
-    env = dict(os.environ, LD_PRELOAD=str(build_dir / "src" / "sock" / "libsluice-sock.so"),
-               SLUICE_STACK=stack, SLUICE_SOCKET_DIR=str(socket_dir))
+    env = dict(os.environ, SLUICE_STACK=stack, SLUICE_SOCKET_DIR=str(socket_dir), **shim_preload(build_dir))
     app = subprocess.Popen([sys.executable, "-c", SERVICE_GONE_CLIENT], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
