@@ -8,6 +8,7 @@ and the cmd_* functions the parsed arguments dispatch to:
     chains    chain, port chain     service chains and ports' ingress chains
     steering  rule, flows, service  steering rules, the flow table, replica policies
     nf        nf scale              NF replicas at runtime (through the supervisor)
+    run       run, stack            programs' sockets through sluice-stackd (docs/sockets.md)
     config    config check/json     the YAML config, offline
     bench     bench                 the benchmark suite (bench/run.py)
     api       api                   one raw control-API request
