@@ -4,7 +4,8 @@ plain, under `sluice run --stack kernel` and under `--stack shm`, alternating wi
 
     sudo .venv/bin/python bench/sockets.py [--runs 3] [--tests redis,nginx,iperf3,pingpong,fairness] [--quick]
 
-Per system (loopback = no shim; kernel and shm = client and server both under the shim):
+Per system (loopback = no shim; kernel and shm = client and server both under the shim; shm-poll =
+shm from a second sluice-stackd started with --poll-us 50, which polls 50 us after activity):
   redis     redis-benchmark SET and GET, 50 clients, -P 1 and -P 16: requests/s; CPU seconds per
             request of server + client (+ sluice-stackd) in the -P 1 runs
   nginx     nginx (1 worker) + wrk (1 thread, 32 connections): requests/s of a 1 KiB file
@@ -35,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, BenchError, machine_info  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
-SYSTEMS = ("loopback", "kernel", "shm")
+SYSTEMS = ("loopback", "kernel", "shm", "shm-poll")
 TESTS = ("redis", "nginx", "iperf3", "pingpong", "fairness")
+POLL_US = 50  # shm-poll: sluice-stackd --poll-us 50 (NetKernel's interrupt-driven polling)
 
 
 def free_port() -> int:
@@ -75,20 +77,23 @@ def cpu_s(pid: int) -> float:
 class Stack:
     """sluice-stackd in a temp socket dir, and the environment that puts a program under the shim."""
 
-    def __init__(self):
+    def __init__(self, poll_us: int = 0):
         self.dir = tempfile.mkdtemp(prefix="sl-bench-", dir="/tmp")
         os.chmod(self.dir, 0o755)  # nginx's workers run as nobody and connect to stack.sock too
         binary = BUILD / "src" / "stack" / "sluice-stackd"
         self.lib = BUILD / "src" / "sock" / "libsluice-sock.so"
         if not binary.exists() or not self.lib.exists():
             raise BenchError(f"{binary} or {self.lib} is not built (make build)")
-        self.proc = subprocess.Popen([str(binary), "--socket-dir", self.dir], stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([str(binary), "--socket-dir", self.dir, "--poll-us", str(poll_us)],
+                                     stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         if "ready" not in line:
             raise BenchError(f"sluice-stackd did not start: {line.strip()}")
 
     def env(self, system: str, rate_bps: int = 0) -> dict:
         env = dict(os.environ)
+        if system == "shm-poll":  # the same module, from the sluice-stackd that polls (--poll-us)
+            return self.polling.env("shm", rate_bps)
         if system != "loopback":
             env.update(LD_PRELOAD=str(self.lib), SLUICE_STACK=system, SLUICE_SOCKET_DIR=self.dir)
             if rate_bps:
@@ -124,14 +129,15 @@ def run_redis(st: Stack, system: str, n: int) -> dict:
     try:
         wait_port(port, srv, "redis-server", st.env(system))
         for pipeline in (1, 16):
-            c0, s0, k0 = time.time(), cpu_s(srv.pid), cpu_s(st.proc.pid)
+            engine = st.polling.proc.pid if system == "shm-poll" else st.proc.pid
+            c0, s0, k0 = time.time(), cpu_s(srv.pid), cpu_s(engine)
             r0 = os.times()
             res = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-t", "set,get", "-c", "50",
                                   "-n", str(n * pipeline), "-P", str(pipeline)], env=st.env(system),
                                  capture_output=True, text=True, timeout=300)
             r1 = os.times()
             client = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
-            server, stackd = cpu_s(srv.pid) - s0, (cpu_s(st.proc.pid) - k0 if system != "loopback" else 0.0)
+            server, stackd = cpu_s(srv.pid) - s0, (cpu_s(engine) - k0 if system != "loopback" else 0.0)
             found = dict(re.findall(r"^(SET|GET): ([\d.]+) requests per second", res.stdout.replace("\r", "\n"), re.M))
             if len(found) != 2:
                 raise BenchError(f"redis-benchmark ({system}): no SET/GET figures in {res.stdout[-300:]!r} "
@@ -285,6 +291,7 @@ def main() -> int:
         a.runs = 1
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     st = Stack()
+    st.polling = Stack(POLL_US)
     raw: dict = {}
     fair = None
     try:
@@ -308,6 +315,7 @@ def main() -> int:
                 print(f"  --rate {label:<9} " + " ".join(f"{x:.2f}" for x in series) + " Gbit/s", flush=True)
     finally:
         st.close()
+        st.polling.close()
     rows = [{"scenario": "sockets", "metric": k, "system": s, "median": statistics.median(v), "min": min(v),
              "max": max(v), "runs": v} for (k, s), v in raw.items()]
     print(f"\n{'metric':<24} " + " ".join(f"{s:>22}" for s in systems))

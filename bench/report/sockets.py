@@ -18,7 +18,9 @@ METRICS = (("redis_set_p1", "redis-benchmark SET, -P 1", "req/s", True),
            ("pingpong_p50_us", "64 B ping-pong, p50", "µs", False),
            ("pingpong_p99_us", "64 B ping-pong, p99", "µs", False),
            ("redis_cpu_us_per_req", "CPU per request (redis -P 1; server + client + stackd)", "µs", False))
-SYSTEMS = (("loopback", "kernel loopback"), ("kernel", "sluice run --stack kernel"), ("shm", "sluice run --stack shm"))
+SYSTEMS = (("loopback", "kernel loopback"), ("kernel", "sluice run --stack kernel"), ("shm", "sluice run --stack shm"),
+           ("shm-poll", "--stack shm, engine --poll-us 50"))
+RATIOS = ("shm", "shm-poll", "kernel")
 
 
 def _num(x: float) -> str:
@@ -40,11 +42,13 @@ def sockets_section(loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]
           f"median of {d.get('runs', '?')} rounds with min–max. redis-benchmark: 50 clients, "
           f"{prm.get('redis_requests', '?')} requests (× 16 with -P 16); wrk: 1 thread, 32 connections, "
           f"{prm.get('secs', '?')} s, nginx with 1 worker; iperf3: {prm.get('secs', '?')} s; ping-pong: "
-          f"{prm.get('pingpong_rounds', '?')} round trips (`bench/pingpong.c`). CPU per request: utime + stime of "
+          f"{prm.get('pingpong_rounds', '?')} round trips (`bench/pingpong.c`). `--poll-us 50`: a second "
+          "sluice-stackd that polls for 50 µs after each activity before it sleeps. CPU per request: utime + stime of "
           "redis-server, redis-benchmark and (under the shim) sluice-stackd over the -P 1 run, / requests. "
           "Timings are of a shared 2-vCPU VM: server, client and sluice-stackd share its two cores.", "",
-          "| test | unit | " + " | ".join(lbl for _, lbl in SYSTEMS) + " | shm vs loopback | kernel vs loopback |",
-          "|---|---|" + "---:|" * (len(SYSTEMS) + 2)]
+          "| test | unit | " + " | ".join(lbl for _, lbl in SYSTEMS) + " | "
+          + " | ".join(f"{r} vs loopback" for r in RATIOS) + " |",
+          "|---|---|" + "---:|" * (len(SYSTEMS) + len(RATIOS))]
     for key, label, unit, higher in METRICS:
         cells = []
         for sysname, _ in SYSTEMS:
@@ -52,7 +56,7 @@ def sockets_section(loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]
             cells.append(f"**{_num(r['median'])}** ({_num(r['min'])}–{_num(r['max'])})" if r else "–")
         ratios = []
         base = get.get((key, "loopback"))
-        for sysname in ("shm", "kernel"):
+        for sysname in RATIOS:
             r = get.get((key, sysname))
             if r and base and base["median"] and r["median"]:
                 x = r["median"] / base["median"] if higher else base["median"] / r["median"]
@@ -86,20 +90,26 @@ def sockets_section(loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]
 def _verdict(get: dict) -> list[str]:
     out = ["**Targets** (issue 18):", ""]
 
-    def ratio(metric, higher=True):
-        a, b = get.get((metric, "shm")), get.get((metric, "loopback"))
+    def ratio(metric, higher=True, system="shm"):
+        a, b = get.get((metric, system)), get.get((metric, "loopback"))
         if not a or not b or not a["median"] or not b["median"]:
             return None
         return a["median"] / b["median"] if higher else b["median"] / a["median"]
 
     for metric, what in (("redis_set_p1", "redis SET -P 1"), ("redis_get_p16", "redis GET -P 16"),
                          ("nginx_rps", "nginx + wrk"), ("iperf3_gbps", "iperf3")):
-        x = ratio(metric)
-        if x is not None:
-            out.append(f"- shm ≥ 2x loopback, {what}: {x:.2f}x — {'met' if x >= 2 else 'not met'}.")
-    x = ratio("pingpong_p50_us", higher=False)
-    if x is not None:
-        out.append(f"- shm p50 latency ≥ 2x lower: {x:.2f}x — {'met' if x >= 2 else 'not met'}.")
+        xs = [(sysname, ratio(metric, system=sysname)) for sysname in ("shm", "shm-poll")]
+        xs = [(n, x) for n, x in xs if x is not None]
+        if xs:
+            best = max(x for _, x in xs)
+            out.append(f"- shm ≥ 2x loopback, {what}: " + ", ".join(f"{n} {x:.2f}x" for n, x in xs)
+                       + f" — {'met' if best >= 2 else 'not met'}.")
+    xs = [(n, ratio("pingpong_p50_us", higher=False, system=n)) for n in ("shm", "shm-poll")]
+    xs = [(n, x) for n, x in xs if x is not None]
+    if xs:
+        best = max(x for _, x in xs)
+        out.append("- shm p50 latency ≥ 2x lower: " + ", ".join(f"{n} {x:.2f}x" for n, x in xs)
+                   + f" — {'met' if best >= 2 else 'not met'}.")
     k, b = get.get(("redis_cpu_us_per_req", "kernel")), get.get(("redis_cpu_us_per_req", "loopback"))
     if k and b and b["median"]:
         over = k["median"] / b["median"] - 1

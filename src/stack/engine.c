@@ -921,10 +921,16 @@ static void ctl_accept(void)
 int engine_run(volatile int *stop)
 {
 	struct epoll_event evs[256];
-	uint64_t last_refill = now_ns();
+	uint64_t last_refill = now_ns(), last_busy = 0, poll_ns = (uint64_t)cfg.poll_us * 1000;
 	while (!*stop) {
 		int timeout = sk_work_pending() ? 0 : sk_throttled_any() ? 1 : 1000;
+		/* --poll-us: after activity, poll instead of sleeping for a while (NetKernel's
+		 * interrupt-driven polling): a reply that comes soon finds the engine awake */
+		if (poll_ns && now_ns() - last_busy < poll_ns)
+			timeout = 0;
 		int n = epoll_wait(g_epfd, evs, 256, timeout);
+		if (n > 0)
+			last_busy = now_ns();
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -24,7 +24,7 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sluice-stackd [--socket-dir DIR] [--ring-kb N] [--slots N]\n"
+		"usage: sluice-stackd [--socket-dir DIR] [--ring-kb N] [--slots N] [--poll-us N]\n"
 		"\n"
 		"The Sluice socket service (docs/sockets.md): serves the sockets of programs started with\n"
 		"`sluice run` on DIR/stack.sock; control API (newline-delimited JSON: status, stats) on\n"
@@ -32,7 +32,9 @@ static void usage(FILE *f)
 		"\n"
 		"  --socket-dir DIR  where the sockets go (default $SLUICE_SOCKET_DIR or /run/sluice)\n"
 		"  --ring-kb N       each socket's send and receive ring, KiB, a power of two 4..16384 (256)\n"
-		"  --slots N         sockets per program, 1..65536 (1024)\n");
+		"  --slots N         sockets per program, 1..65536 (1024)\n"
+		"  --poll-us N       after activity, poll N us before sleeping, 0..10000 (0: always sleep);\n"
+		"                    lower latency for a core's worth of CPU while busy\n");
 }
 
 static long parse_num(const char *opt, const char *s, long lo, long hi)
@@ -56,6 +58,7 @@ int main(int argc, char **argv)
 		{ "socket-dir", required_argument, NULL, 'd' },
 		{ "ring-kb", required_argument, NULL, 'r' },
 		{ "slots", required_argument, NULL, 's' },
+		{ "poll-us", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -76,6 +79,9 @@ int main(int argc, char **argv)
 		}
 		case 's':
 			cfg.slots = (uint32_t)parse_num("--slots", optarg, 1, 65536);
+			break;
+		case 'p':
+			cfg.poll_us = (uint32_t)parse_num("--poll-us", optarg, 0, 10000);
 			break;
 		case 'h':
 			usage(stdout);

@@ -112,6 +112,7 @@ struct stackd_cfg {
 	const char *socket_dir;
 	uint32_t ring_bytes;
 	uint32_t slots;
+	uint32_t poll_us;             /* poll this long after activity before sleeping (0: never) */
 };
 
 /* sk.c: socket objects and the data-path helpers both modules use */
