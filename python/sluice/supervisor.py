@@ -260,7 +260,8 @@ def stack_paths(socket_dir):
 
 def stack_argv(stackd, socket_dir, stack):
     """sluice-stackd's command line for the config's normalized `stack:` options."""
-    return [stackd, "--socket-dir", socket_dir, "--ring-kb", str(stack["ring_kb"]), "--slots", str(stack["slots"])]
+    return [stackd, "--socket-dir", socket_dir, "--ring-kb", str(stack["ring_kb"]), "--slots", str(stack["slots"]),
+            "--poll-us", str(stack.get("poll_us", 0))]
 
 
 def nf_program(nf, builtins):

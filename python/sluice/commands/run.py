@@ -57,6 +57,16 @@ def _power_of_two_kb(text):
     return v
 
 
+def _poll_us(text):
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not 0 <= v <= 10000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of microseconds 0..10000")
+    return v
+
+
 def _slots(text):
     try:
         v = int(text)
@@ -236,7 +246,7 @@ def cmd_stack_serve(args):
         return die(f"stack serve: a sluice-stackd (pid {st.get('pid')}) already serves {stack_sock_path(socket_dir)}")
     except SluiceError:
         pass
-    argv = stack_argv(stackd, socket_dir, {"ring_kb": args.ring_kb, "slots": args.slots})
+    argv = stack_argv(stackd, socket_dir, {"ring_kb": args.ring_kb, "slots": args.slots, "poll_us": args.poll_us})
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SLUICE_STACK", "SLUICE_RATE")}
     sys.stdout.flush()
     sys.stderr.flush()
@@ -322,6 +332,9 @@ def register(subs):
                    help="each socket's send and receive ring in KiB, a power of two 4..16384 (default 256)")
     p.add_argument("--slots", type=_slots, default=1024, metavar="N",
                    help="sockets per program, 1..65536 (default 1024)")
+    p.add_argument("--poll-us", type=_poll_us, default=0, metavar="N",
+                   help="after activity the engine polls N us before sleeping, 0..10000 (default 0: never; "
+                        "docs/sockets.md \"Polling\")")
     p.add_argument("--build-dir", metavar="DIR", help="meson build directory holding src/stack/sluice-stackd")
     p.set_defaults(func=cmd_stack_serve)
     for name, fn, help_, ex in (
