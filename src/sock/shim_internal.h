@@ -147,6 +147,8 @@ int shim_errno_ret(int r); /* r < 0: errno = -r, return -1; else r */
 void shim_kick(int fd, uint32_t slot);
 enum { TOK_STREAM, TOK_DGRAM, TOK_LISTEN };
 int shim_token_step(int fd, uint32_t slot, int kind, bool force);
+int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, const struct timeval *tmo,
+			unsigned *woke);
 ssize_t sk_send(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *addr,
 		socklen_t alen);
 ssize_t sk_recv(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *addr,

@@ -288,6 +288,27 @@ int shim_token_step(int fd, uint32_t slot, int kind, bool force)
 	}
 }
 
+/* Nothing to take from the socket: the token step, then -EAGAIN for a non-blocking call or a wait
+ * for POLLIN. 1: readable after all, 0: the wait woke (look again), <0: -EAGAIN or an error. *nb is
+ * the call's non-blocking mode (-1: not looked up yet), *woke counts the waits (many with nothing to
+ * read: the token step drains a byte outside the protocol). */
+int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, const struct timeval *tmo,
+			unsigned *woke)
+{
+	int r = shim_token_step(fd, slot, kind, *woke > 64);
+	if (r != 0)
+		return r;
+	if (*nb < 0)
+		*nb = sk_nonblocking(fd);
+	if (*nb)
+		return -EAGAIN;
+	r = sk_wait(fd, POLLIN, dl, tmo);
+	if (r < 0)
+		return r;
+	(*woke)++;
+	return 0;
+}
+
 static ssize_t epipe(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL))
@@ -360,19 +381,9 @@ static ssize_t stream_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 			return (ssize_t)got;
 		if ((st & SL_SK_S_LISTENING) || !(st & (SL_SK_S_CONNECTED | SL_SK_S_CONNECTING)))
 			return got ? (ssize_t)got : -ENOTCONN;
-		int r = shim_token_step(fd, slot, TOK_STREAM, woke > 64);
+		int r = shim_await_readable(fd, slot, TOK_STREAM, &nb, &dl, &lo->rcvtimeo, &woke);
 		if (r < 0)
 			return got ? (ssize_t)got : r;
-		if (r == 1)
-			continue;
-		if (nb < 0)
-			nb = sk_nonblocking(fd);
-		if (nb)
-			return got ? (ssize_t)got : -EAGAIN;
-		r = sk_wait(fd, POLLIN, &dl, &lo->rcvtimeo);
-		if (r < 0)
-			return got ? (ssize_t)got : r;
-		woke++;
 	}
 }
 
@@ -543,19 +554,9 @@ static ssize_t dgram_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 				return e > 0 ? -e : e;
 			continue;
 		}
-		r = shim_token_step(fd, slot, TOK_DGRAM, woke > 64);
+		r = shim_await_readable(fd, slot, TOK_DGRAM, &nb, &dl, &lo->rcvtimeo, &woke);
 		if (r < 0)
 			return r;
-		if (r == 1)
-			continue;
-		if (nb < 0)
-			nb = sk_nonblocking(fd);
-		if (nb)
-			return -EAGAIN;
-		r = sk_wait(fd, POLLIN, &dl, &lo->rcvtimeo);
-		if (r < 0)
-			return r;
-		woke++;
 	}
 }
 

@@ -134,20 +134,11 @@ static int do_accept(int fd, uint32_t e, struct sockaddr *addr, socklen_t *alen,
 	for (;;) {
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		if ((st & SL_SK_S_LISTENING) && !__atomic_load_n(&sl->acceptq, __ATOMIC_ACQUIRE)) {
-			int r = shim_token_step(fd, slot, TOK_LISTEN, woke > 64);
+			int r = shim_await_readable(fd, slot, TOK_LISTEN, &nb, &dl, &lo->rcvtimeo, &woke);
 			if (r < 0)
 				return r;
-			if (r == 0) {
-				if (nb < 0)
-					nb = sk_nonblocking(fd);
-				if (nb)
-					return -EAGAIN;
-				r = sk_wait(fd, POLLIN, &dl, &lo->rcvtimeo);
-				if (r < 0)
-					return r;
-				woke++;
+			if (r == 0)
 				continue;
-			}
 		}
 		uint8_t peer[SL_NQE_PAYLOAD_MAX];
 		size_t plen = sizeof(peer);
