@@ -372,11 +372,6 @@ static int op_connect(struct sk *s, const uint8_t *p, uint16_t len)
 	return kstack_connect(s, sa, (socklen_t)sl);
 }
 
-static void listener_update(struct sk *l)
-{
-	l->sh->acceptq = l->accq_len + (l->kernel_accept_ready ? 1 : 0);
-}
-
 static int op_accept(struct sk *l, int *fd_out, struct sockaddr_storage *peer, socklen_t *plen)
 {
 	if (l->state != SK_LISTEN)
@@ -388,7 +383,7 @@ static int op_accept(struct sk *l, int *fd_out, struct sockaddr_storage *peer, s
 		if (!rc && (rc = sk_make_placeholder(a)) != 0)
 			sk_free(a);
 	}
-	listener_update(l);
+	sk_listener_update(l);
 	if (rc)
 		return rc;
 	*fd_out = a->app_fd;
@@ -747,7 +742,7 @@ static void service(struct sk *s)
 		}
 	}
 	if (s->state == SK_LISTEN) {
-		listener_update(s);
+		sk_listener_update(s);
 	} else if (s->mode == SL_SK_STACK_SHM || s->peer || (s->type == SOCK_DGRAM && s->kfd < 0)) {
 		shm_service(s, TURN_BYTES);
 		if (s->peer && s->peer->app_closed)

@@ -235,7 +235,7 @@ int shm_connect(struct sk *c, struct sk *l, const struct sockaddr *sa, socklen_t
 		l->accq_head = a;
 	l->accq_tail = a;
 	l->accq_len++;
-	l->sh->acceptq = l->accq_len + l->kernel_accept_ready;
+	sk_listener_update(l);
 	c->app->conns_shm++;
 	l->app->conns_shm++;
 	sk_token(l);

@@ -197,6 +197,12 @@ bool sk_readable(struct sk *s)
 	       s->sh->error || s->sh->acceptq;
 }
 
+/* a listener's acceptq: the shm connections waiting, and one for a kernel listener that said EPOLLIN */
+void sk_listener_update(struct sk *l)
+{
+	l->sh->acceptq = l->accq_len + (l->kernel_accept_ready ? 1 : 0);
+}
+
 /* the readable token (sock.h): one byte in the placeholder while the socket is readable */
 void sk_token(struct sk *s)
 {
