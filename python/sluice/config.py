@@ -203,6 +203,7 @@ SLUICED_DEFAULTS = {
     "lcores": "0,1",
     "pipes": False,
     "workers": 1,
+    "nf_sched": "other",
 }
 
 NF_DEFAULTS = {
@@ -297,6 +298,10 @@ def _sluiced(v, path="sluiced"):
         if not isinstance(v["pipes"], bool):
             raise ConfigError(f"{path}.pipes", f"must be true or false (got {v['pipes']!r})")
         out["pipes"] = v["pipes"]
+    if "nf_sched" in v:
+        if v["nf_sched"] not in ("other", "fifo"):
+            raise ConfigError(f"{path}.nf_sched", f"must be other or fifo (got {v['nf_sched']!r})")
+        out["nf_sched"] = v["nf_sched"]
     if out["ring_size"] * 4 > out["pool_mbufs"]:
         # one NF may hold a whole ring's worth of buffers (sluiced checks the same)
         raise ConfigError(f"{path}.ring_size",
@@ -437,8 +442,30 @@ def _sandbox(v, path):
     raise ConfigError(path, f"must be strict or none (got {got})")
 
 
+def _cpus(v, path):
+    """A CPU list as taskset -c takes it ("0", "0,2", "1-3", or an int) -> sorted list of CPU numbers
+    this machine has."""
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise ConfigError(path, f"must be a CPU list like \"0\" or \"2-3,5\" (got {_type_name(v)})")
+    have = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    cpus = set()
+    for part in str(v).split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ConfigError(path, f"must be a CPU list like \"0\" or \"2-3,5\" (got {v!r})")
+        a, b = int(lo), int(hi or lo)
+        if b < a:
+            raise ConfigError(path, f"{part.strip()!r}: a range must go up")
+        cpus.update(range(a, b + 1))
+    missing = sorted(c for c in cpus if have and c not in have)
+    if missing:
+        raise ConfigError(path, f"CPU {missing[0]} is not one this machine lets us use "
+                                f"(available: {','.join(map(str, sorted(have)))})")
+    return sorted(cpus)
+
+
 def _nf(v, path, base_dir, check_programs):
-    _mapping(v, path, ["name", "program", "policy", "cpu_weight", "sandbox", "quota", "may_send",
+    _mapping(v, path, ["name", "program", "policy", "cpu_weight", "cpus", "sandbox", "quota", "may_send",
                        "domain", "trusted", "access", "pool_mbufs", "vm"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
@@ -469,6 +496,9 @@ def _nf(v, path, base_dir, check_programs):
     # CPU share under contention (cgroup cpu.weight semantics; python/sluice/cgroups.py); None: no group
     if v.get("cpu_weight") is not None:
         out["cpu_weight"] = _int(v["cpu_weight"], f"{path}.cpu_weight", 1, 10000)
+    # CPUs its processes may run on (sched_setaffinity before exec), e.g. "0" or "2-3,5"
+    if v.get("cpus") is not None:
+        out["cpus"] = _cpus(v["cpus"], f"{path}.cpus")
     # how sluiced picks one of the instances (docs/steering.md "Services and replicas")
     out["policy"] = _choice(v.get("policy", "flow"), f"{path}.policy", steering.POLICIES)
     # trust domains (docs/architecture.md "Memory"): trusted: false puts the NF in a private domain

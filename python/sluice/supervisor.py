@@ -279,6 +279,7 @@ class NfSlot:
         self.name = name
         self.service = nf["name"]
         self.cpu_weight = nf.get("cpu_weight")
+        self.cpus = nf.get("cpus")  # CPUs it may run on (nfs[].cpus); None: any
         self.policy = nf["restart"]
         self.sandbox = nf.get("sandbox", sconfig.default_sandbox(nf))
         self.start_error = None  # why the last start failed before the program ran (exec)
@@ -298,6 +299,17 @@ class NfSlot:
         self.drain_deadline = None
         self.held = None     # last (queued, lent) seen while draining
 
+    def _pinned(self, setup):
+        """setup, then the NF's CPUs (before exec, so sluiced sees them when it attaches:
+        sluiced.nf_sched fifo needs NFs off the worker cores)."""
+        if self.cpus is None:
+            return setup
+
+        def child():
+            setup()
+            os.sched_setaffinity(0, self.cpus)
+        return child
+
     def start(self):
         with open(self.log_path, "ab") as lf:
             how = f" (sandbox strict, uid {self.uid})" if self.sandbox == "strict" else ""
@@ -312,7 +324,7 @@ class NfSlot:
             else:
                 self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=lf,
                                              stderr=subprocess.STDOUT, process_group=0,
-                                             preexec_fn=_child_setup, close_fds=True)
+                                             preexec_fn=self._pinned(_child_setup), close_fds=True)
         self.starttime = proc_starttime(self.proc.pid)
         self.started_at = time.monotonic()
         self.next_start = None
@@ -326,7 +338,8 @@ class NfSlot:
             env = dict(self.env, SLUICE_NF_FD=str(placeholder), SLUICE_NF_SANDBOX="strict")
             self.proc = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL, stdout=lf,
                                          stderr=subprocess.STDOUT, process_group=0, pass_fds=(placeholder,),
-                                         preexec_fn=sandbox.child_setup(self.nf_sock, placeholder, self.uid),
+                                         preexec_fn=self._pinned(sandbox.child_setup(self.nf_sock, placeholder,
+                                                                                    self.uid)),
                                          close_fds=True)
         finally:
             os.close(placeholder)

@@ -339,6 +339,7 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 			return;
 		}
 		nf->state = NF_ATTACHED;
+		sched_nf_attached(nf);
 		sl_msg_init(&out, SL_MSG_CONNECTED);
 		out.u.connected = (struct sl_msg_connected){ .nf_id = c.nf, .service_id = nf->service,
 							     .port_count = M.nports,
@@ -432,6 +433,7 @@ void nf_detach(struct nf *nf, uint32_t code, const char *reason)
 	if (nf->state == NF_ATTACHED) {
 		struct wcmd c = { .type = WCMD_NF_REMOVE, .nf = id };
 		worker_call(&c);
+		sched_nf_detached(nf);
 		LOG("nf %s detached (%s): %u returned packets processed, %u held buffers reclaimed", nf->name,
 		    reason ? reason : "", c.drained, c.result);
 	} else if (code) {

@@ -110,7 +110,7 @@ static int check_keys(json_t *obj, const char *path, const char *const *allowed,
 static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "pool_mbufs", "ring_size", "max_nfs", "huge_pages",
-					    "lcores", "socket_dir", "attach", "buffer_size", "pipes", "workers", NULL };
+					    "lcores", "socket_dir", "attach", "buffer_size", "pipes", "workers", "nf_sched", NULL };
 	if (!json_is_object(s))
 		return fail(err, errlen, "sluiced: must be an object");
 	if (check_keys(s, "sluiced", keys, err, errlen) ||
@@ -141,6 +141,13 @@ static int parse_sluiced(json_t *s, struct config *c, char *err, size_t errlen)
 		if (!json_is_boolean(pp))
 			return fail(err, errlen, "sluiced.pipes: must be true or false");
 		c->pipes = json_is_true(pp);
+	}
+	json_t *ns = json_object_get(s, "nf_sched");
+	if (ns) {
+		const char *v = json_is_string(ns) ? json_string_value(ns) : "";
+		if (strcmp(v, "other") && strcmp(v, "fifo"))
+			return fail(err, errlen, "sluiced.nf_sched: must be other or fifo");
+		c->nf_fifo = !strcmp(v, "fifo");
 	}
 	json_t *at = json_object_get(s, "attach");
 	if (at) {

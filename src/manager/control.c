@@ -228,6 +228,7 @@ static json_t *j_nfs(void)
 		json_object_set_new(j, "access", json_string(nf->ro ? "ro" : "rw"));
 		json_object_set_new(j, "worker", json_integer(nf->worker));
 		json_object_set_new(j, "guest", json_boolean(nf->guest != 0)); /* pid: its QEMU's */
+		json_object_set_new(j, "sched", json_string(sched_nf_policy(nf))); /* its main thread's, as is */
 		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
 	}
@@ -404,6 +405,7 @@ static void route_publish(struct route *nr)
 	struct wcmd c = { .type = WCMD_ROUTE_SET, .route = nr };
 	worker_call(&c);
 	route_free(c.route);
+	sched_chains_changed(); /* fifo NFs take turns in the new chain order */
 }
 
 /* The current route's chains as specs (one spare slot at the end), to edit

@@ -323,6 +323,7 @@ int main(int argc, char **argv)
 	if (worker_launch() < 0)
 		goto out;
 	LOG("nf socket %s, control socket %s", M.nf_sock_path, M.ctl_sock_path);
+	sched_startup_note();
 	LOG("ready");
 	control_loop();
 	rc = 0;

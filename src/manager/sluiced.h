@@ -60,6 +60,7 @@ struct config {
 	uint32_t ring_size;
 	uint32_t max_nfs;
 	bool pipes;                 /* sluiced.pipes: NF-to-NF pipes on static chain edges (pipe.c) */
+	bool nf_fifo;               /* sluiced.nf_sched: fifo (sched.c) */
 	uint32_t workers;           /* sluiced.workers: worker lcores (lcores names main + one per worker) */
 	int huge; /* -1 auto, 0 off, 1 on */
 	char lcores[64];
@@ -278,6 +279,7 @@ struct nf {
 	pid_t pid;
 	uid_t uid;
 	int guest;            /* 0: a process; g + 1: the NF of guest slot g (guest.c) */
+	bool sched_fifo;      /* sluiced.nf_sched fifo applies to it (sched.c) */
 	bool doorbell;        /* a guest NF that rings and sleeps (INIT SL_INIT_F_DOORBELL) */
 	uint8_t wakeup;
 	uint32_t batch, timeout_us;
@@ -710,6 +712,13 @@ uint32_t nf_reclaim(uint32_t id);
  * the control loop watches it. worker_fault_ack() empties it. */
 int worker_fault_fd(void);
 void worker_fault_ack(void);
+
+/* sched.c: sluiced.nf_sched fifo */
+void sched_nf_attached(struct nf *nf);
+void sched_nf_detached(struct nf *nf);
+void sched_chains_changed(void);
+void sched_startup_note(void);
+const char *sched_nf_policy(const struct nf *nf);
 
 /* attach.c */
 int attach_listen(void);

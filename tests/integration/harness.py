@@ -329,7 +329,7 @@ class Sluice:
     # -- NFs
 
     def start_nf(self, kind, name, service=None, wakeup="poll", batch=None, timeout_us=None, extra=(),
-                 wait=True, timeout=10.0):
+                 wait=True, timeout=10.0, cpus=None):
         argv = [str(NF_BINS[kind]), "--socket", str(self.nf_sock), "--name", name,
                 "--service", service or name, "--wakeup", wakeup]
         if batch is not None:
@@ -338,8 +338,9 @@ class Sluice:
             argv += ["--timeout-us", str(timeout_us)]
         argv += [str(a) for a in extra]
         logf = open(self.dir / f"nf-{name}.log", "ab")
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus is not None else None  # before it attaches
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=pin)
         logf.close()
         old = self.nfs.get(name)
         if old is not None and old.poll() is None:

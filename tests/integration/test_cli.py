@@ -707,3 +707,42 @@ def test_cpu_weight_out_of_range_names_the_field(run_sluice, tmp_path):
     r = run_sluice("config", "check", f)
     assert r.returncode == 2
     assert "nfs[0].cpu_weight" in r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- nf_sched fifo and nfs[].cpus
+
+# no chain on src: a flood through a real-time NF would leave core 0 to it
+PINNED = """\
+sluiced: {pool_mbufs: 8192, nf_sched: fifo}
+ports:
+  - {name: src, vdev: "net_null0,size=64,copy=0"}
+  - {name: dst, vdev: "net_null1,size=64,copy=0"}
+chains:
+  - {name: c, nfs: [pinned, loose], exit: dst}
+nfs:
+  - {name: pinned, program: fwd, wakeup: adaptive, cpus: "0"}
+  - {name: loose, program: fwd, wakeup: adaptive}
+"""
+
+
+def test_nf_cpus_and_fifo_from_the_config(up, run_sluice, socket_dir):
+    """nfs[].cpus pins an instance before it runs, so sluiced sees it off the worker core when it
+    attaches and makes it SCHED_FIFO (sluiced.nf_sched); the unpinned one stays fair."""
+    assert "nf_sched: fifo" in PINNED
+    r = up(PINNED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pids = _nf_pids(socket_dir)
+    assert os.sched_getaffinity(pids["pinned.0"]) == {0}
+    assert os.sched_getscheduler(pids["pinned.0"]) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
+    assert os.sched_getscheduler(pids["loose.0"]) == os.SCHED_OTHER
+    assert {n["name"]: n["sched"] for n in _api(socket_dir, "nfs")["nfs"]} == {"pinned.0": "fifo", "loose.0": "other"}
+    assert run_sluice("down", "--socket-dir", socket_dir).returncode == 0
+
+
+@pytest.mark.parametrize("cpus, fragment", [("0-", "CPU list"), ("3-1", "must go up"), ("4096", "not one this machine")])
+def test_nf_cpus_errors_name_the_field(run_sluice, tmp_path, cpus, fragment):
+    f = tmp_path / "p.yaml"
+    f.write_text(PINNED.replace('cpus: "0"', f'cpus: "{cpus}"'))
+    r = run_sluice("config", "check", f)
+    assert r.returncode == 2
+    assert "nfs[0].cpus" in r.stdout + r.stderr and fragment in r.stdout + r.stderr, r.stdout + r.stderr

@@ -51,7 +51,7 @@ def test_base_config_normalizes_with_defaults():
     n = sc.normalize(cfg())
     assert n["sluiced"] == {"pool_mbufs": 16384, "buffer_size": 2048, "ring_size": 1024, "max_nfs": 64,
                             "huge_pages": "auto", "socket_dir": "/run/sluice", "lcores": "0,1",
-                            "pipes": False, "workers": 1}
+                            "pipes": False, "workers": 1, "nf_sched": "other"}
     count = n["nfs"][0]
     assert count["args"] == [] and count["instances"] == 1 and count["wakeup"] == "poll"
     assert count["batch"] == 32 and count["timeout_us"] == 100 and count["spin_us"] == 200

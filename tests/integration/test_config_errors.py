@@ -54,6 +54,7 @@ CASES = [
     ("workers_vs_lcores", mutate(_set(["sluiced", "workers"], 3)), r"sluiced\.lcores: '[0-9,]+' names [23] cores; sluiced\.workers 3 needs 4"),
     ("workers_too_many", mutate(_set(["sluiced", "workers"], 9)), r"sluiced\.workers"),
     ("pipes_not_bool", mutate(_set(["sluiced", "pipes"], 1)), r"sluiced\.pipes: must be true or false"),
+    ("nf_sched_bad", mutate(_set(["sluiced", "nf_sched"], "rr")), r"sluiced\.nf_sched: must be other or fifo"),
     ("ring_size_vs_pool", mutate(_set(["sluiced", "ring_size"], 8192)), r"sluiced\.ring_size: 8192 is too large for pool_mbufs"),
     ("pool_too_small", mutate(_set(["sluiced", "pool_mbufs"], 10)), r"sluiced\.pool_mbufs"),
     ("max_nfs_zero", mutate(_set(["sluiced", "max_nfs"], 0)), r"sluiced\.max_nfs"),
