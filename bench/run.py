@@ -154,8 +154,10 @@ def trials_session(system: str, nfs: int, args, logdir: Path, tag: str):
     """The system's zero-loss/latency session (see rfc2544.py) for a chain of `nfs` NFs."""
     size = args.trial_size
     if system == "sluice":
-        mode, pipes = sluice_fabric.parse_mode(args.trial_mode)  # MODE+pipes: sluiced.pipes on
-        return sluice_fabric.SluiceTrials(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes)
+        mode, fifo = sluice_fabric.split_sched(args.trial_mode)  # MODE+fifo: sluiced.nf_sched fifo
+        mode, pipes = sluice_fabric.parse_mode(mode)  # MODE+pipes: sluiced.pipes on
+        return sluice_fabric.SluiceTrials(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes,
+                                          fifo=fifo)
     if system == "testpmd-memif":
         return peer_memif.MemifTrials(nfs=nfs, size=size, logdir=logdir, tag=tag)
     if system == "linux-veth":
@@ -316,7 +318,8 @@ def main(argv=None) -> int:
     ap.add_argument("--trial-size", type=int, default=66,
                     help="scenarios 2-3 frame size (default 66: the smallest that holds the 24-byte stamp)")
     ap.add_argument("--trial-mode", default="adaptive", help="scenarios 2-3 Sluice NF wakeup mode, "
-                    "or MODE+pipes with NF-to-NF pipes (default adaptive)")
+                    "or MODE+pipes with NF-to-NF pipes, and +fifo for sluiced.nf_sched fifo, e.g. "
+                    "adaptive+pipes+fifo (default adaptive)")
     ap.add_argument("--trial-duration", type=float, default=None, help="counted part of a search trial, s (default 1)")
     ap.add_argument("--trial-warmup", type=float, default=None, help="warm-up before each trial, s (default 0.3)")
     ap.add_argument("--latency-duration", type=float, default=None, help="latency trial length, s (default 2)")
@@ -365,7 +368,7 @@ def main(argv=None) -> int:
     for m in args.modes:
         if m not in sluice_fabric.MODES:
             ap.error(f"unknown Sluice mode {m!r} ({', '.join(sluice_fabric.MODES)})")
-    if args.trial_mode not in sluice_fabric.MODES:
+    if sluice_fabric.split_sched(args.trial_mode)[0] not in sluice_fabric.MODES:
         ap.error(f"unknown NF wakeup mode {args.trial_mode!r} ({', '.join(sluice_fabric.MODES)})")
     if args.runs < 1 or args.duration <= 0 or args.warmup < 0 or args.trial_duration <= 0:
         ap.error("--runs must be >= 1, --duration and --trial-duration > 0, --warmup >= 0")

@@ -48,6 +48,15 @@ PIPES_SUFFIX = "+pipes"  # a bench mode "poll+pipes": poll NFs, sluiced.pipes on
 MODES = WAKEUPS + tuple(w + PIPES_SUFFIX for w in WAKEUPS)
 
 
+FIFO_SUFFIX = "+fifo"    # a trial mode "adaptive+pipes+fifo": also sluiced.nf_sched fifo
+
+
+def split_sched(mode: str) -> tuple[str, bool]:
+    """"MODE+fifo" -> (MODE, True): NFs in chain order as SCHED_FIFO (docs/architecture.md
+    "NFs sharing a core"); any other mode -> (mode, False)."""
+    return (mode[:-len(FIFO_SUFFIX)], True) if mode.endswith(FIFO_SUFFIX) else (mode, False)
+
+
 def parse_mode(mode: str) -> tuple[str, bool]:
     """A bench mode (run.py --modes, results rows' `mode`) -> (NF wakeup mode, pipes on)."""
     if mode not in MODES:
@@ -66,7 +75,7 @@ def check_binaries(extra=()) -> None:
 
 
 def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, tester: bool = False,
-                pipes: bool = False) -> dict:
+                pipes: bool = False, fifo: bool = False) -> dict:
     """The fabric set-up; with `tester` the chain is gen -> fwd1..N -> sink and the supply port
     starts without an ingress chain (trials switch it on and off)."""
     services = [f"fwd{k}" for k in range(1, nfs + 1)]
@@ -76,7 +85,7 @@ def make_config(nfs: int, size: int, mbufs: int = 16384, ring: int = 1024, teste
         src["chain"] = "c"
     return {
         "sluiced": {"pool_mbufs": mbufs, "ring_size": ring, "max_nfs": 64, "huge_pages": "auto",
-                    "lcores": SLUICED_LCORES, "pipes": pipes},
+                    "lcores": SLUICED_LCORES, "pipes": pipes, "nf_sched": "fifo" if fifo else "other"},
         "ports": [src, {"name": "dst", "vdev": f"net_null1,size={size},copy=0"}],
         "chains": [{"name": "c", "nfs": chain, "exit": "dst"}],
         "nfs": [{"name": s, "quota": GEN_QUOTA} if s == "gen" else {"name": s} for s in chain],
@@ -89,11 +98,11 @@ class SluiceFabric:
     tester = False  # SluiceTrials: gen/sink around the fwd NFs
 
     def __init__(self, nfs: int = 1, size: int = 64, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice", pipes: bool = False, guests: frozenset = frozenset()):
+                 tag: str = "sluice", pipes: bool = False, guests: frozenset = frozenset(), fifo: bool = False):
         check_binaries((NF_GEN, NF_SINK) if self.tester else ())
         if mode not in WAKEUPS:
             raise ValueError(f"bad wakeup mode {mode!r}")
-        self.nfs, self.size, self.mode, self.pipes = nfs, size, mode, pipes
+        self.nfs, self.size, self.mode, self.pipes, self.fifo = nfs, size, mode, pipes, fifo
         self.guests = frozenset(guests)  # NF numbers (1..nfs) that run in a guest (docs/guests.md)
         self.attach_s: dict = {}         # NF number -> seconds from QEMU's start to attached
         self.logdir, self.tag = logdir, tag
@@ -127,7 +136,8 @@ class SluiceFabric:
         self._tmp = tempfile.TemporaryDirectory(prefix="sluice-bench-")
         d = Path(self._tmp.name)
         cfg = d / "sluiced.json"
-        cfg.write_text(json.dumps(make_config(self.nfs, self.size, tester=self.tester, pipes=self.pipes), indent=1))
+        cfg.write_text(json.dumps(make_config(self.nfs, self.size, tester=self.tester, pipes=self.pipes,
+                                               fifo=self.fifo), indent=1))
         self.sluiced, self.sluiced_out = spawn(
             [str(SLUICED), "--config", str(cfg), "--socket-dir", str(d)], "sluiced", logf=self._log("sluiced"))
         self.sluiced_out.wait_for(r"sluiced: ready", timeout=60)
@@ -235,8 +245,9 @@ class SluiceTrials(SluiceFabric):
     tester = True
 
     def __init__(self, nfs: int = 1, size: int = 66, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice-trials", tester_wakeup: str = "adaptive", pipes: bool = False):
-        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes)
+                 tag: str = "sluice-trials", tester_wakeup: str = "adaptive", pipes: bool = False,
+                 fifo: bool = False):
+        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes, fifo=fifo)
         self.tester_wakeup = tester_wakeup
         self.n_trials = 0
 
