@@ -17,7 +17,7 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
             tests/integration/test_nf_failure.py tests/integration/test_attach_cycles.py \
             tests/integration/test_lifecycle.py \
             tests/integration/test_hostile_nf.py tests/integration/test_domains.py tests/integration/test_pipes.py \
-            tests/integration/test_stackd.py
+            tests/integration/test_stackd.py tests/integration/test_nf_sched.py
 
 # the data-path tests again with two workers: the NF library's own tests (what each NF does to a packet)
 # do not depend on the worker count and stay out, so that make test stays under 20 minutes
@@ -29,7 +29,7 @@ WORKERS_E2E := $(filter-out $(addprefix tests/integration/,test_nf_firewall.py t
 # both ways in the normal pass), kept short so that make test stays under 20 minutes with the guests
 PIPES_E2E := $(addprefix tests/integration/,test_pipes.py test_pcap_chain.py test_nf_chain.py \
              test_nf_failure.py test_backpressure.py test_gen_sink.py test_hostile_nf.py test_domains.py \
-             test_active_set.py test_out_set.py test_density.py)
+             test_active_set.py test_out_set.py test_density.py test_nf_sched.py)
 
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
