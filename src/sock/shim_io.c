@@ -94,7 +94,31 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* 1: ready, -EAGAIN: the timeout passed, -EINTR: a signal, -ECONNRESET: the engine's end is gone */
+/* A signal handler interrupted a wait without a timeout: would the kernel have restarted the
+ * socket call? It does when the handler that ran has SA_RESTART (signal(7); never with SO_RCVTIMEO/
+ * SO_SNDTIMEO set). poll() does not say which handler ran, so: when every caught signal's has it. */
+static bool handlers_restart(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
+			continue;
+		void (*h)(int) = sa.sa_handler; /* sa_sigaction shares its storage */
+		if (h != SIG_DFL && h != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+/* Has the engine's end gone (the service died)? Both directions shut: POLLHUP. */
+static bool placeholder_hup(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* 1: ready, -EAGAIN: the timeout passed, -EINTR: a signal, -ECONNRESET: the engine's end is gone.
+ * The caller waits only on a blocking socket, so the placeholder is in blocking mode. */
 int sk_wait(int fd, short events, int64_t *dl, const struct timeval *tmo)
 {
 	if (tmo->tv_usec < 0)
@@ -102,6 +126,23 @@ int sk_wait(int fd, short events, int64_t *dl, const struct timeval *tmo)
 	bool timed = tmo->tv_sec || tmo->tv_usec;
 	if (timed && !*dl)
 		*dl = now_ns() + (int64_t)tmo->tv_sec * 1000000000 + (int64_t)tmo->tv_usec * 1000;
+	if (!timed && events == POLLIN) {
+		/* Block in recv(MSG_PEEK): the kernel restarts it after exactly the handlers with
+		 * SA_RESTART, as it would the app's own recv (poll would be interrupted by any). */
+		char b;
+		ssize_t n = REAL(recv)(fd, &b, 1, MSG_PEEK);
+		if (n > 0)
+			return 1;
+		if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			if (n == 0 && !placeholder_hup(fd))
+				return 1; /* the stream's end: the caller finds RX_EOF */
+			shim_placeholder_gone();
+			return -ECONNRESET;
+		}
+		if (errno == EINTR)
+			return -EINTR;
+		/* EAGAIN: another thread made the placeholder non-blocking meanwhile: poll below */
+	}
 	for (;;) {
 		int ms = -1;
 		if (timed) {
@@ -113,6 +154,8 @@ int sk_wait(int fd, short events, int64_t *dl, const struct timeval *tmo)
 		}
 		struct pollfd p = { .fd = fd, .events = events };
 		int r = poll(&p, 1, ms);
+		if (r < 0 && errno == EINTR && !timed && handlers_restart())
+			continue;
 		if (r < 0)
 			return errno == EINTR ? -EINTR : -errno;
 		if (r == 0)
@@ -222,13 +265,6 @@ static bool listen_readable(struct sl_sk_slot *sl)
 static bool readable(struct sl_sk_slot *sl, int kind)
 {
 	return kind == TOK_STREAM ? stream_readable(sl) : kind == TOK_DGRAM ? dgram_readable(sl) : listen_readable(sl);
-}
-
-/* Has the engine's end gone (the service died)? */
-static bool placeholder_hup(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* rd_token, once the engine is not in the middle of writing a byte (WRITING lasts one send()) */

@@ -31,6 +31,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1491,6 +1492,90 @@ out:
 	return why[0] ? -1 : 0;
 }
 
+static volatile sig_atomic_t usr1s;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1s++;
+}
+
+struct poke_arg {
+	pthread_t target;
+	pid_t tid;
+	int fd;
+};
+
+/* is thread tid asleep (blocked in a call)? */
+static int asleep(pid_t tid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *e = strrchr(buf, ')');
+	return e && e[1] == ' ' && e[2] == 'S';
+}
+
+/* once the target thread is blocked (asleep twice 20 ms apart), signal it; 200 ms later send 4 bytes */
+static void *poke_then_send(void *p)
+{
+	struct poke_arg *a = p;
+	for (int i = 0; i < 10000 && !(asleep(a->tid) && (sleep_ms(20), asleep(a->tid))); i++)
+		sleep_ms(1);
+	pthread_kill(a->target, SIGUSR1);
+	sleep_ms(200);
+	if (send(a->fd, "late", 4, 0) != 4) {
+		/* the recv side fails the check */
+	}
+	return NULL;
+}
+
+/* A handler interrupts a blocking recv: with SA_RESTART the call goes on and returns what comes
+ * later, without it the call fails with EINTR (signal(7)). */
+static int t_signal_restart(void)
+{
+	int c = -1, s = -1, started = 0;
+	pthread_t th;
+	char b[16];
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART }, old;
+	sigemptyset(&sa.sa_mask);
+	SYS(sigaction(SIGUSR1, &sa, &old));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct poke_arg pa = { .target = pthread_self(), .tid = (pid_t)syscall(SYS_gettid), .fd = s };
+	usr1s = 0;
+	CHECK(pthread_create(&th, NULL, poke_then_send, &pa) == 0, "pthread_create");
+	started = 1;
+	ssize_t r = recv(c, b, sizeof(b), 0);
+	CHECK(r == 4 && !memcmp(b, "late", 4) && usr1s == 1, "SA_RESTART: recv returned %zd (%s), the handler ran %d times",
+	      r, r < 0 ? strerror(errno) : "-", (int)usr1s);
+	pthread_join(th, NULL);
+	started = 0;
+	sa.sa_flags = 0;
+	SYS(sigaction(SIGUSR1, &sa, NULL));
+	usr1s = 0;
+	CHECK(pthread_create(&th, NULL, poke_then_send, &pa) == 0, "pthread_create");
+	started = 1;
+	r = recv(c, b, sizeof(b), 0);
+	CHECK(r < 0 && errno == EINTR && usr1s == 1, "no SA_RESTART: recv returned %zd (%s), want EINTR; the handler ran "
+	      "%d times", r, r < 0 ? strerror(errno) : "-", (int)usr1s);
+	pthread_join(th, NULL);
+	started = 0;
+	r = recv_exact(c, b, 4);
+	CHECK(r == 4 && !memcmp(b, "late", 4), "the bytes after EINTR: got %zd", r);
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
 static void *closer(void *p)
 {
 	int *fd = p;
@@ -1656,6 +1741,7 @@ static const struct check {
 	{ "transfer_4mib", t_transfer_4mib },
 	{ "blocking_recv_wakeup", t_blocking_recv_wakeup },
 	{ "blocking_read_eof", t_blocking_read_eof },
+	{ "signal_restart", t_signal_restart },
 	{ "readable_means_data", t_readable_means_data },
 	{ "close_eof", t_close_eof },
 };
