@@ -39,6 +39,8 @@ from pathlib import Path
 
 import pytest
 
+from stackproto import shim_preload
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
 STACKD = BUILD / "src" / "stack" / "sluice-stackd"
@@ -172,7 +174,7 @@ class Runner:
     def environ(self):
         env = _base_env()
         if not self.plain and not self.cli:
-            env.update(LD_PRELOAD=str(SHIM), SLUICE_STACK=self.stack, SLUICE_SOCKET_DIR=str(self.env_.stackd.sockdir))
+            env.update(shim_preload(BUILD), SLUICE_STACK=self.stack, SLUICE_SOCKET_DIR=str(self.env_.stackd.sockdir))
             if self.rate:
                 from sluice.commands.run import parse_rate
                 env["SLUICE_RATE"] = str(parse_rate(self.rate))
@@ -852,7 +854,8 @@ def test_run_cli(env):
     assert r.returncode == 7, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == f"shm 187500000 {sd}", lines
-    assert lines[1].split() == [str(SHIM), "/nonexistent/other.so"], lines  # prepended, the other kept
+    # prepended, the other kept (a sanitizer build's shim has the ASan runtime in front)
+    assert [p for p in lines[1].split() if "libasan" not in p] == [str(SHIM), "/nonexistent/other.so"], lines
     r = _sluice("run", "--socket-dir", sd, "--build-dir", BUILD, "sh", "-c", 'echo "$SLUICE_STACK ${SLUICE_RATE-none}"')
     assert r.returncode == 0 and r.stdout.split() == ["auto", "none"], (r.stdout, r.stderr)  # the defaults
     for bad in ("1x", "0", "fast", "-5M"):

@@ -9,6 +9,7 @@ import re
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 
 from ..client import ApiError, Client, NotRunning, SluiceError, socket_dir_default
@@ -186,6 +187,20 @@ def _static_elf(path):
     return True
 
 
+def _asan_runtime(lib):
+    """The ASan runtime an ASan/UBSan build's shim needs loaded first (into an uninstrumented program),
+    or None for a normal build."""
+    try:
+        with open(lib, "rb") as f:
+            if b"libasan.so" not in f.read():
+                return None
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"libasan\.so\S*\s+=>\s+(\S+)", out)
+    return m.group(1) if m else None
+
+
 def cmd_run(args):
     from ..supervisor import SupervisorError, find_stack_file
     argv = list(args.program)
@@ -214,7 +229,10 @@ def cmd_run(args):
               "stay the kernel's", file=sys.stderr)
     env = dict(os.environ)
     pre = [p for p in re.split(r"[ :]+", env.get("LD_PRELOAD", "")) if p and p != lib]
-    env["LD_PRELOAD"] = " ".join([lib] + pre)
+    asan = _asan_runtime(lib)  # a sanitizer build of the shim (tests): its runtime goes first
+    env["LD_PRELOAD"] = " ".join(([asan] if asan and asan not in pre else []) + [lib] + pre)
+    if asan:
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
     env["SLUICE_STACK"] = args.stack
     env["SLUICE_SOCKET_DIR"] = socket_dir
     if args.rate is not None:
