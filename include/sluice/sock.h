@@ -173,7 +173,9 @@ struct sl_sk_region {
 	uint64_t slot_bytes;   /* distance between slots */
 	uint64_t app_id;
 	uint8_t token[16];     /* a child after fork shows this in HELLO to join its parent's program */
-	uint8_t pad[4096 - 56];
+	volatile uint32_t engine_awake; /* engine: 1 while it is between two sleeps ("Kicks" below) */
+	volatile uint32_t tx_dirty;     /* app: 1 when a send ring got data that no kick announced */
+	uint8_t pad[4096 - 64];
 };
 _Static_assert(sizeof(struct sl_sk_region) == 4096, "region header is one page");
 
@@ -237,9 +239,13 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
  *   (MSG_DONTWAIT); then look again: if readable now, kick (the engine puts the token back).
  * The store/fence/load on one side and the CAS/load on the other make sure that when the engine saw
  * data the shim has since taken, the shim sees the engine's token and takes it too.
- * Kicks: after putting send-ring data, if (xchg(&tx_kick, 1) == 0) write one byte; after taking
- * receive-ring data, if (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before
- * it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the
+ * Kicks: after putting send-ring data, if (xchg(&tx_kick, 1) == 0): xchg(&region.tx_dirty, 1), then
+ * (seq_cst) if region.engine_awake is 0, write one byte. An awake engine looks at every region's
+ * tx_dirty each turn (xchg it to 0, then serve the sockets whose tx_kick is 1), and before it sleeps
+ * it stores engine_awake 0 in every region, then (seq_cst) looks at tx_dirty once more: either the app
+ * sees it asleep and kicks, or it sees the flag. Under load the engine is awake most of the time and
+ * new data costs neither side a system call. After taking receive-ring data, if
+ * (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the
  * placeholder is not writable; the engine leaves bytes in its end while the send ring is more than
  * 3/4 full and reads them all once it is not. */
 

@@ -6,7 +6,8 @@
  *   receive: take from the receive ring (engine produces); after taking, xchg(rx_wanted, 0) == 1
  *            -> kick. Found not readable (also right after a read that emptied it): the token step
  *            of sock.h (shim_token_step), then EAGAIN or poll(POLLIN).
- *   send:    put into the send ring (app produces); after putting, xchg(tx_kick, 1) == 0 -> kick.
+ *   send:    put into the send ring (app produces); after putting, xchg(tx_kick, 1) == 0 -> the
+ *            region's tx_dirty, and a kick unless the engine is awake (tx_doorbell).
  *            Ring full: one filler send into the placeholder (it is then not writable until the
  *            engine has room again), then EAGAIN or poll(POLLOUT).
  *   kick:    one byte on the placeholder, or a KICK call when the placeholder is full.
@@ -186,6 +187,19 @@ void shim_kick(int fd, uint32_t slot)
 		shim_call(SL_NQE_KICK, slot, 0, 0, 0, NULL, 0, NULL, NULL, NULL, true);
 		errno = e;
 	}
+}
+
+/* New data in the send ring: the engine must look at the socket. An awake engine finds the region's
+ * tx_dirty on its next turn, so the kick (a system call here and one in the engine) is only for a
+ * sleeping one (sock.h "Kicks"). */
+static void tx_doorbell(int fd, uint32_t slot, struct sl_sk_slot *sl)
+{
+	if (sl_sk_xchg(&sl->tx_kick, 1) != 0)
+		return;
+	struct sl_sk_region *r = shim_region;
+	sl_sk_xchg(&r->tx_dirty, 1);
+	if (!__atomic_load_n(&r->engine_awake, __ATOMIC_SEQ_CST))
+		shim_kick(fd, slot);
 }
 
 static const char filler[2048];
@@ -473,8 +487,8 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 				sent += n;
 			}
 			spin_unlock(&lo->txlock);
-			if (n && sl_sk_xchg(&sl->tx_kick, 1) == 0)
-				shim_kick(fd, slot);
+			if (n)
+				tx_doorbell(fd, slot, sl);
 			if (sent == total)
 				return (ssize_t)sent;
 		}
@@ -669,8 +683,7 @@ static ssize_t dgram_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 		}
 		spin_unlock(&lo->txlock);
 		if (put) {
-			if (sl_sk_xchg(&sl->tx_kick, 1) == 0)
-				shim_kick(fd, slot);
+			tx_doorbell(fd, slot, sl);
 			return (ssize_t)total;
 		}
 		int r = block_out(fd, sl, need, true);

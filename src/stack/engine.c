@@ -138,6 +138,7 @@ static struct app *app_new(const struct sl_nqe_hello *h, int stack, uint64_t rat
 	r->slot_bytes = slot_bytes;
 	r->app_id = a->id;
 	memcpy(r->token, a->token, sizeof(r->token));
+	r->engine_awake = 1; /* it is: this is a HELLO being answered */
 	a->next = g_apps;
 	g_apps = a;
 	return a;
@@ -913,6 +914,40 @@ static void ctl_accept(void)
 
 /* ---- the loop ---- */
 
+/* Kick-less doorbells (sock.h "Kicks"): an awake engine looks at each region's tx_dirty every turn;
+ * before it sleeps it says so in every region and looks once more. */
+static bool awake = true;
+
+static void set_awake(bool on)
+{
+	if (awake == on)
+		return;
+	awake = on;
+	for (struct app *a = g_apps; a; a = a->next)
+		__atomic_store_n(&((struct sl_sk_region *)a->base)->engine_awake, on, __ATOMIC_SEQ_CST);
+}
+
+/* the sockets with unannounced send-ring data go on the work list; true if a region had any */
+static bool collect_dirty(void)
+{
+	bool any = false;
+	for (struct app *a = g_apps; a; a = a->next) {
+		struct sl_sk_region *r = a->base;
+		if (!__atomic_load_n(&r->tx_dirty, __ATOMIC_RELAXED) || !sl_sk_xchg(&r->tx_dirty, 0))
+			continue;
+		any = true;
+		for (uint32_t i = 0, seen = 0; i < a->nslots && seen < a->nsocks; i++) {
+			struct sk *s = a->socks[i];
+			if (!s)
+				continue;
+			seen++;
+			if (__atomic_load_n(&s->sh->tx_kick, __ATOMIC_RELAXED))
+				sk_work(s);
+		}
+	}
+	return any;
+}
+
 int engine_run(volatile int *stop)
 {
 	struct epoll_event evs[256];
@@ -923,8 +958,17 @@ int engine_run(volatile int *stop)
 		 * interrupt-driven polling): a reply that comes soon finds the engine awake */
 		if (poll_ns && now_ns() - last_busy < poll_ns)
 			timeout = 0;
+		if (collect_dirty())
+			timeout = 0;
+		if (timeout) { /* about to sleep: a doorbell from now on must be a kick */
+			set_awake(false);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			if (collect_dirty())
+				timeout = 0;
+		}
 		int n = epoll_wait(g_epfd, evs, 256, timeout);
-		if (n > 0)
+		set_awake(true);
+		if (n > 0 || sk_work_pending())
 			last_busy = now_ns();
 		if (n < 0) {
 			if (errno == EINTR)
