@@ -17,6 +17,7 @@ REGION_HDR = 4096
 SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_TX_HEAD, SLOT_TX_TAIL = 128, 192, 256, 320
 SLOT_STATE, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_TX_KICK, SLOT_RX_WANTED = 4, 8, 64, 68, 72
 S_RX_EOF, S_TX_CLOSED = 0x08, 0x10
+REGION_ENGINE_AWAKE, REGION_TX_DIRTY = 56, 60  # sock.h "Kicks"
 
 
 def inet(host, port):
@@ -89,14 +90,22 @@ class Chan:
     def put_u64(self, i, off, v):
         struct.pack_into("<Q", self.map, self.slot(i) + off, v)
 
-    def send(self, i, fd, data):
-        """Put data in slot i's send ring and kick through its placeholder fd (as the shim does)."""
+    def send(self, i, fd, data, kick=True):
+        """Put data in slot i's send ring and kick through its placeholder fd (as the shim does when
+        the engine sleeps); kick=False: only flag it (tx_kick, the region's tx_dirty) as for an awake one."""
         tail = self.u64(i, SLOT_TX_TAIL)
         base = self.slot(i) + 4096 + self.ring_bytes
         for k, b in enumerate(data):
             self.map[base + (tail + k) % self.ring_bytes] = b
         self.put_u64(i, SLOT_TX_TAIL, tail + len(data))
-        os.write(fd, b"k")
+        if kick:
+            os.write(fd, b"k")
+        else:
+            struct.pack_into("<I", self.map, self.slot(i) + SLOT_TX_KICK, 1)
+            struct.pack_into("<I", self.map, REGION_TX_DIRTY, 1)
+
+    def engine_awake(self):
+        return struct.unpack_from("<I", self.map, REGION_ENGINE_AWAKE)[0]
 
     def recv(self, i):
         """What slot i's receive ring holds, taken."""

@@ -107,6 +107,33 @@ def test_stream_through_rings(stackd, stack):
     c.close()
 
 
+def test_doorbell_without_kick(stackd):
+    """sock.h "Kicks": an idle engine says it sleeps (engine_awake 0), so a sender must kick; data only
+    flagged in tx_dirty (no kick) is found on the engine's next turn, here the one after a call (the
+    engine serves a socket it was never kicked for only through the flag)."""
+    c = Chan(stackd, "shm")
+    port = _port()
+    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    assert c.call("BIND", ls, payload=inet("127.0.0.1", port))[0] == 0
+    assert c.call("LISTEN", ls, arg0=8)[0] == 0
+    cs, _, cfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    assert c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0] in (0, -errno.EINPROGRESS)
+    a, _, afd = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
+    _wait(lambda: c.u32(cs, SLOT_STATE) & 0x01, "connected")
+    _wait(lambda: c.engine_awake() == 0, "the idle engine says it sleeps")
+    c.send(cs, cfd, b"flagged only", kick=False)
+    c.call("GETSOCKNAME", ls)  # wakes it (a call about another socket): its next turn finds the flag
+    got = b""
+    deadline = time.time() + 5
+    while len(got) < 12 and time.time() < deadline:
+        got += c.recv(a)
+        time.sleep(0.01)
+    assert got == b"flagged only"
+    for fd in (lfd, cfd, afd):
+        os.close(fd)
+    c.close()
+
+
 def test_garbage_on_the_channel(stackd):
     """Short messages, lengths that lie, calls before HELLO, a HELLO of another version: the
     channel is closed or the call refused, and the service keeps serving."""
