@@ -75,27 +75,35 @@ def test_control_api(stackd):
 
 
 @pytest.mark.parametrize("stack", ["shm", "kernel", "auto"])
-def test_stream_through_rings(stackd, stack):
-    """Connect, accept and bytes both ways through the rings; the close reaches the peer as EOF."""
-    c = Chan(stackd, stack)
+def _connected(c):
+    """A listener and a connection through it, accepted: (ls, lfd, cs, cfd, a, afd, peer address)."""
     port = _port()
     ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
     assert c.call("BIND", ls, payload=inet("127.0.0.1", port))[0] == 0
     assert c.call("LISTEN", ls, arg0=8)[0] == 0
     cs, _, cfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
-    r = c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0]
-    assert r in (0, -errno.EINPROGRESS)
-    as_ = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
-    a, peer, afd = as_
-    assert peer[2:4] == c.call("GETSOCKNAME", cs)[1][2:4]  # the accepted socket's peer port is the client's
+    assert c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0] in (0, -errno.EINPROGRESS)
+    a, peer, afd = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
     _wait(lambda: c.u32(cs, SLOT_STATE) & 0x01, "connected")
-    c.send(cs, cfd, b"hello server")
-    got = b""
-    deadline = time.time() + 5
-    while len(got) < 12 and time.time() < deadline:
-        got += c.recv(a)
+    return ls, lfd, cs, cfd, a, afd, peer
+
+
+def _recv_n(c, slot, n, timeout=5.0):
+    """What slot's receive ring gets until n bytes came (or timeout)."""
+    got, deadline = b"", time.time() + timeout
+    while len(got) < n and time.time() < deadline:
+        got += c.recv(slot)
         time.sleep(0.01)
-    assert got == b"hello server"
+    return got
+
+
+def test_stream_through_rings(stackd, stack):
+    """Connect, accept and bytes both ways through the rings; the close reaches the peer as EOF."""
+    c = Chan(stackd, stack)
+    ls, lfd, cs, cfd, a, afd, peer = _connected(c)
+    assert peer[2:4] == c.call("GETSOCKNAME", cs)[1][2:4]  # the accepted socket's peer port is the client's
+    c.send(cs, cfd, b"hello server")
+    assert _recv_n(c, a, 12) == b"hello server"
     c.send(a, afd, b"hi")
     assert _wait(lambda: c.recv(cs), "reply") == b"hi"
     conns = ctl(stackd, "stats")["apps"][0]
@@ -112,23 +120,11 @@ def test_doorbell_without_kick(stackd):
     flagged in tx_dirty (no kick) is found on the engine's next turn, here the one after a call (the
     engine serves a socket it was never kicked for only through the flag)."""
     c = Chan(stackd, "shm")
-    port = _port()
-    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
-    assert c.call("BIND", ls, payload=inet("127.0.0.1", port))[0] == 0
-    assert c.call("LISTEN", ls, arg0=8)[0] == 0
-    cs, _, cfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
-    assert c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0] in (0, -errno.EINPROGRESS)
-    a, _, afd = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
-    _wait(lambda: c.u32(cs, SLOT_STATE) & 0x01, "connected")
+    ls, lfd, cs, cfd, a, afd, _ = _connected(c)
     _wait(lambda: c.engine_awake() == 0, "the idle engine says it sleeps")
     c.send(cs, cfd, b"flagged only", kick=False)
     c.call("GETSOCKNAME", ls)  # wakes it (a call about another socket): its next turn finds the flag
-    got = b""
-    deadline = time.time() + 5
-    while len(got) < 12 and time.time() < deadline:
-        got += c.recv(a)
-        time.sleep(0.01)
-    assert got == b"flagged only"
+    assert _recv_n(c, a, 12) == b"flagged only"
     for fd in (lfd, cfd, afd):
         os.close(fd)
     c.close()
