@@ -74,7 +74,6 @@ def test_control_api(stackd):
     c.close()
 
 
-@pytest.mark.parametrize("stack", ["shm", "kernel", "auto"])
 def _connected(c):
     """A listener and a connection through it, accepted: (ls, lfd, cs, cfd, a, afd, peer address)."""
     port = _port()
@@ -97,6 +96,7 @@ def _recv_n(c, slot, n, timeout=5.0):
     return got
 
 
+@pytest.mark.parametrize("stack", ["shm", "kernel", "auto"])
 def test_stream_through_rings(stackd, stack):
     """Connect, accept and bytes both ways through the rings; the close reaches the peer as EOF."""
     c = Chan(stackd, stack)
