@@ -736,6 +736,8 @@ def test_nf_cpus_and_fifo_from_the_config(up, run_sluice, socket_dir):
     assert os.sched_getscheduler(pids["pinned.0"]) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
     assert os.sched_getscheduler(pids["loose.0"]) == os.SCHED_OTHER
     assert {n["name"]: n["sched"] for n in _api(socket_dir, "nfs")["nfs"]} == {"pinned.0": "fifo", "loose.0": "other"}
+    out = run_sluice("status", "--socket-dir", socket_dir).stdout
+    assert re.search(r"^pinned\.0 .* adaptive fifo ", out, re.M) and re.search(r"^loose\.0 .* adaptive ", out, re.M), out
     assert run_sluice("down", "--socket-dir", socket_dir).returncode == 0
 
 

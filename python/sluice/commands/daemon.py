@@ -65,7 +65,7 @@ def cmd_status(args):
         s = sup.pop(nf.get("name"), {})
         # an NF in a guest (nfs[].vm): its pid is its QEMU's
         rows.append([nf.get("name") + (" (guest)" if nf.get("guest") else ""), nf.get("service"), nf.get("pid"),
-                     nf.get("wakeup"),
+                     nf.get("wakeup") + (" fifo" if nf.get("sched") == "fifo" else ""),  # sluiced.nf_sched
                      human_count(nf.get("rx_pkts")), human_count(nf.get("tx_pkts")), nf.get("lent"),
                      drops_str(nf.get("drops")), s.get("restarts", "-")])
     for name, s in sup.items():  # configured but not attached right now
