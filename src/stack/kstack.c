@@ -119,6 +119,8 @@ void kstack_event(struct sk *s, uint32_t ev)
 	}
 	if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		s->k_readable = true;
+	if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		s->k_rdhup = true;
 	if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 		s->k_writable = true;
 	if (s->state == SK_CONNECTING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
@@ -189,6 +191,11 @@ static void stream_rx(struct sk *s, uint64_t *budget)
 			s->rx_bytes += (uint64_t)n;
 			s->app->rx_bytes += (uint64_t)n;
 			*budget -= (uint64_t)n;
+			/* Less than asked: the queue was empty when TCP copied; data that comes later is a new
+			 * edge. So no recv() just to hear EAGAIN (one system call per message), unless the
+			 * end was reported: then read on to the 0 that says so. */
+			if ((uint64_t)n < chunk && !s->k_rdhup)
+				s->k_readable = false;
 		} else if (n == 0) {
 			sk_set_state(s, SL_SK_S_RX_EOF, 0);
 			s->k_readable = false;

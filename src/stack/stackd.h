@@ -45,6 +45,7 @@ struct sk {
 	struct ev ev_e, ev_k;
 	bool k_in_epoll;
 	bool k_readable, k_writable; /* kernel socket readiness seen (edge-triggered) */
+	bool k_rdhup;                /* the kernel socket reported the peer's end (or an error) */
 	bool app_closed;             /* every copy of the app's end is closed */
 	bool broken;                 /* reset: nothing more moves */
 	bool throttled;              /* on the token-bucket wait list */
