@@ -65,6 +65,7 @@ struct sl_nf {
 	size_t ring_map_size[2];
 	int stop;                    /* sl_nf_stop (atomic access) */
 	int sandboxed;               /* the strict sandbox's filter is installed */
+	int realtime;                /* SCHED_FIFO/RR (sluiced.nf_sched), seen before the sandbox */
 	uint32_t nf_id, service_id, port_count;
 	struct sl_nf_info *info;     /* the info page (abi.h), NULL if the manager gave none */
 	/* pipes (docs/abi.md "Pipes"): the domain's pipe map, our pipe ring (plain NEXT descriptors go
@@ -907,6 +908,14 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 	if (nf == NULL || handler == NULL)
 		return -SL_ERR_FIELD;
 	uint64_t spin_ns = (uint64_t)nf->cfg.spin_us * 1000ull;
+	/* A busy block NF keeps the core under the fair scheduler (it sleeps when idle), but made
+	 * real-time by sluiced (sluiced.nf_sched fifo, set before CONNECTED) it must hand it over too,
+	 * or the NFs sharing its core would not run until it ran out of packets. */
+	if (!nf->sandboxed) { /* the strict sandbox's filter traps sched_getscheduler */
+		int pol = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
+		nf->realtime = pol == SCHED_FIFO || pol == SCHED_RR;
+	}
+	int busy_yield = nf->cfg.wakeup != SL_WAKE_BLOCK || nf->realtime;
 
 	/* The strict sandbox (docs/abi.md): from here on only what this loop, stdio and malloc need.
 	 * Not in sl_nf_attach, so the NF's own set-up after attach (monitor's helper thread) runs. */
@@ -939,7 +948,7 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 			empty = 0;
 			/* A busy NF never idles: hand the core over now and then so NFs
 			 * sharing it (the next hops of its chain) get to drain their rings. */
-			if (++busy % SL_YIELD_BUSY == 0 && nf->cfg.wakeup != SL_WAKE_BLOCK)
+			if (++busy % SL_YIELD_BUSY == 0 && busy_yield)
 				sched_yield();
 			continue;
 		}
