@@ -958,14 +958,12 @@ int engine_run(volatile int *stop)
 		 * interrupt-driven polling): a reply that comes soon finds the engine awake */
 		if (poll_ns && now_ns() - last_busy < poll_ns)
 			timeout = 0;
-		if (collect_dirty())
-			timeout = 0;
 		if (timeout) { /* about to sleep: a doorbell from now on must be a kick */
 			set_awake(false);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
-			if (collect_dirty())
-				timeout = 0;
 		}
+		if (collect_dirty()) /* after the store above when sleeping: sock.h "Kicks" */
+			timeout = 0;
 		int n = epoll_wait(g_epfd, evs, 256, timeout);
 		set_awake(true);
 		if (n > 0 || sk_work_pending())
