@@ -387,14 +387,22 @@ static void chan_destroy(void *p)
 	free(c);
 }
 
-static void hello_fill(struct sl_nqe_hello *h, bool with_token)
+/* HELLO on the new channel fd: this program's stack, rate and name, and with_token its region's
+ * token (a channel of a program that has its region). *rfd: the fd that came back (-1: none); *we:
+ * the errno of a channel that failed (chan_xfer). */
+static int hello_xfer(int fd, bool with_token, struct sl_nqe *resp, int *rfd, int *we)
 {
-	memset(h, 0, sizeof(*h));
-	h->version = SL_SK_VERSION;
-	h->pid = (uint32_t)getpid();
+	struct sl_nqe_hello h;
+	memset(&h, 0, sizeof(h));
+	h.version = SL_SK_VERSION;
+	h.pid = (uint32_t)getpid();
 	if (with_token)
-		memcpy(h->token, g_token, sizeof(h->token));
-	memcpy(h->name, g_name, sizeof(h->name) - 1);
+		memcpy(h.token, g_token, sizeof(h.token));
+	memcpy(h.name, g_name, sizeof(h.name) - 1);
+	struct sl_nqe q = { .op = SL_NQE_HELLO, .len = sizeof(h), .seq = 1, .arg0 = (uint64_t)g_stack, .arg1 = g_rate };
+	uint8_t rbuf[SL_NQE_PAYLOAD_MAX];
+	size_t rlen = 0;
+	return chan_xfer(fd, &q, &h, sizeof(h), resp, rbuf, &rlen, rfd, true, we);
 }
 
 static void why_text(char *buf, size_t cap, const char *what, int e)
@@ -421,14 +429,9 @@ static struct chan *chan_new(bool registered, int *err)
 		}
 		return NULL;
 	}
-	struct sl_nqe_hello h;
-	hello_fill(&h, true);
-	struct sl_nqe q = { .op = SL_NQE_HELLO, .len = sizeof(h), .seq = 1, .arg0 = (uint64_t)g_stack, .arg1 = g_rate };
 	struct sl_nqe resp;
-	uint8_t rbuf[SL_NQE_PAYLOAD_MAX];
-	size_t rlen = 0;
 	int rfd, we;
-	int r = chan_xfer(fd, &q, &h, sizeof(h), &resp, rbuf, &rlen, &rfd, true, &we);
+	int r = hello_xfer(fd, true, &resp, &rfd, &we);
 	if (rfd >= 0)
 		REAL(close)(rfd); /* we have the region mapped already */
 	if (r == -EPIPE) {
@@ -493,14 +496,9 @@ int shim_init_region(void)
 		shim_say_gone(why);
 		goto out;
 	}
-	struct sl_nqe_hello h;
-	hello_fill(&h, false);
-	struct sl_nqe q = { .op = SL_NQE_HELLO, .len = sizeof(h), .seq = 1, .arg0 = (uint64_t)g_stack, .arg1 = g_rate };
 	struct sl_nqe resp;
-	uint8_t rbuf[SL_NQE_PAYLOAD_MAX];
-	size_t rlen = 0;
 	int memfd, we;
-	int r = chan_xfer(fd, &q, &h, sizeof(h), &resp, rbuf, &rlen, &memfd, true, &we);
+	int r = hello_xfer(fd, false, &resp, &memfd, &we);
 	if (r < 0) {
 		why_text(why, sizeof(why), "HELLO", r == -EPIPE ? we : -r);
 		shim_say_gone(why);
