@@ -157,6 +157,14 @@ def _int(v, path, lo, hi):
     return v
 
 
+def _pow2(v, path, lo, hi):
+    """_int, and a power of two."""
+    n = _int(v, path, lo, hi)
+    if n & (n - 1):
+        raise ConfigError(path, f"must be a power of two {lo}..{hi} (got {n})")
+    return n
+
+
 def _str(v, path, nonempty=True):
     if not isinstance(v, str):
         raise ConfigError(path, f"must be a string (got {_type_name(v)})")
@@ -239,10 +247,7 @@ def _stack(v, path="stack"):
         raise ConfigError(path, f"must be true, false or a mapping with ring_kb, slots, poll_us (got {_type_name(v)} {v!r})")
     _mapping(v, path, list(STACK_DEFAULTS))
     if "ring_kb" in v:
-        kb = _int(v["ring_kb"], f"{path}.ring_kb", 4, 16384)
-        if kb & (kb - 1):
-            raise ConfigError(f"{path}.ring_kb", f"must be a power of two 4..16384 (got {kb})")
-        out["ring_kb"] = kb
+        out["ring_kb"] = _pow2(v["ring_kb"], f"{path}.ring_kb", 4, 16384)
     if "slots" in v:
         out["slots"] = _int(v["slots"], f"{path}.slots", 1, 65536)
     if "poll_us" in v:
@@ -258,10 +263,7 @@ def _sluiced(v, path="sluiced"):
     if "pool_mbufs" in v:
         out["pool_mbufs"] = _int(v["pool_mbufs"], f"{path}.pool_mbufs", 1024, 1048576)
     if "ring_size" in v:
-        rs = _int(v["ring_size"], f"{path}.ring_size", 16, 65536)
-        if rs & (rs - 1):
-            raise ConfigError(f"{path}.ring_size", f"must be a power of two 16..65536 (got {rs})")
-        out["ring_size"] = rs
+        out["ring_size"] = _pow2(v["ring_size"], f"{path}.ring_size", 16, 65536)
     if "max_nfs" in v:
         out["max_nfs"] = _int(v["max_nfs"], f"{path}.max_nfs", 1, 16384)
     if "buffer_size" in v:
