@@ -157,7 +157,8 @@ struct sl_sk_slot {
 	volatile uint32_t rd_token;  /* SL_SK_TOKEN_*: the readable token (below) */
 	volatile uint32_t tx_kick;   /* 1 while a kick for new send-ring data is on its way */
 	volatile uint32_t rx_wanted; /* 1 when the engine stopped filling a full receive ring */
-	uint32_t pad1[13];
+	volatile uint32_t rx_spin;   /* app: 1 while a thread polls the receive ring (no token wanted) */
+	uint32_t pad1[12];
 	struct sl_sk_ring rx;        /* engine produces, app consumes */
 	struct sl_sk_ring tx;        /* app produces, engine consumes */
 	/* then: rx data (ring_bytes), tx data (ring_bytes), at the offsets sl_sk_rx_data/_tx_data give */
@@ -175,7 +176,8 @@ struct sl_sk_region {
 	uint8_t token[16];     /* a child after fork shows this in HELLO to join its parent's program */
 	volatile uint32_t engine_awake; /* engine: 1 while it is between two sleeps ("Kicks" below) */
 	volatile uint32_t tx_dirty;     /* app: 1 when a send ring got data that no kick announced */
-	uint8_t pad[4096 - 64];
+	uint32_t app_poll_us;           /* engine: how long a blocking receive polls before it sleeps */
+	uint8_t pad[4096 - 68];
 };
 _Static_assert(sizeof(struct sl_sk_region) == 4096, "region header is one page");
 
@@ -244,7 +246,14 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
  * tx_dirty each turn (xchg it to 0, then serve the sockets whose tx_kick is 1), and before it sleeps
  * it stores engine_awake 0 in every region, then (seq_cst) looks at tx_dirty once more: either the app
  * sees it asleep and kicks, or it sees the flag. Under load the engine is awake most of the time and
- * new data costs neither side a system call. After taking receive-ring data, if
+ * new data costs neither side a system call.
+ * Polling receivers (NetKernel's interrupt-driven polling, app side): a thread about to block in a
+ * receive on an empty ring polls it for up to region.app_poll_us first, with xchg(&rx_spin, 1) before
+ * and xchg(&rx_spin, 0) after, then looks at the ring once more before it sleeps. The engine, having
+ * published receive-ring data (or EOF, an error, a connection to accept), issues a seq_cst fence and
+ * puts no token while rx_spin is 1: the poller sees the data itself, and neither side makes a system
+ * call. Either the engine sees rx_spin 0 and puts the token, or the app's last look sees the data.
+ * After taking receive-ring data, if
  * (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the
  * placeholder is not writable; the engine leaves bytes in its end while the send ring is more than
  * 3/4 full and reads them all once it is not. */

@@ -112,6 +112,7 @@ void shim_resolve(void)
 	RESOLVE(getsockopt);
 	RESOLVE(close_range);
 	RESOLVE(closefrom);
+	RESOLVE(sigaction);
 }
 
 /* ---- messages ---- */

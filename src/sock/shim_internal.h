@@ -16,6 +16,7 @@
 #undef _TIME_BITS
 
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -67,6 +68,7 @@ struct shim_real {
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
 	int (*close_range)(unsigned int, unsigned int, int);
 	void (*closefrom)(int);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 };
 extern struct shim_real shim_real;
 void shim_resolve(void);
@@ -148,7 +150,7 @@ void shim_kick(int fd, uint32_t slot);
 enum { TOK_STREAM, TOK_DGRAM, TOK_LISTEN };
 int shim_token_step(int fd, uint32_t slot, int kind, bool force);
 int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, const struct timeval *tmo,
-			unsigned *woke);
+			unsigned *woke, bool *polled);
 ssize_t sk_send(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *addr,
 		socklen_t alen);
 ssize_t sk_recv(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *addr,

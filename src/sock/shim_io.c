@@ -281,6 +281,71 @@ static bool readable(struct sl_sk_slot *sl, int kind)
 	return kind == TOK_STREAM ? stream_readable(sl) : kind == TOK_DGRAM ? dgram_readable(sl) : listen_readable(sl);
 }
 
+/* ---- polling receivers (sock.h "Polling receivers"; NetKernel's interrupt-driven polling) ----
+ * A blocking receive on an empty ring polls it for up to the region's app_poll_us before it sleeps,
+ * and meanwhile the engine puts no token: a reply that comes soon costs neither a wake-up nor a
+ * system call. A signal caught while polling runs its handler and the poll goes on, which is what
+ * the kernel does for a handler with SA_RESTART. For one without, the kernel would end the call with
+ * EINTR, which a poll cannot see: so no thread polls while any caught signal's handler lacks
+ * SA_RESTART (the sigaction wrapper below keeps that set; signal() and bsd_signal() install handlers
+ * with SA_RESTART). Timed waits (SO_RCVTIMEO) never poll: the kernel ends them with EINTR always. */
+static uint64_t g_norestart;  /* bit sig-1: a handler without SA_RESTART is installed */
+static int g_norestart_known; /* g_norestart holds the handlers found at the first look */
+
+static bool catches_without_restart(const struct sigaction *sa)
+{
+	void (*h)(int) = sa->sa_handler; /* sa_sigaction shares its storage */
+	return h != SIG_DFL && h != SIG_IGN && !(sa->sa_flags & SA_RESTART);
+}
+
+SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	int r = REAL(sigaction)(sig, act, old);
+	if (r == 0 && act && sig > 0 && sig <= 64) {
+		uint64_t bit = 1ull << (sig - 1);
+		if (catches_without_restart(act))
+			__atomic_fetch_or(&g_norestart, bit, __ATOMIC_SEQ_CST);
+		else
+			__atomic_fetch_and(&g_norestart, ~bit, __ATOMIC_SEQ_CST);
+	}
+	return r;
+}
+
+static bool may_poll(void)
+{
+	if (!__atomic_load_n(&g_norestart_known, __ATOMIC_ACQUIRE)) {
+		/* handlers installed before the shim's wrapper saw any (none after exec, but a program
+		 * may call the libc's internal sigaction): one look, then the wrapper keeps the set */
+		uint64_t found = 0;
+		for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
+			struct sigaction sa;
+			if (sig != SIGKILL && sig != SIGSTOP && !REAL(sigaction)(sig, NULL, &sa) && catches_without_restart(&sa))
+				found |= 1ull << (sig - 1);
+		}
+		__atomic_fetch_or(&g_norestart, found, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&g_norestart_known, 1, __ATOMIC_RELEASE);
+	}
+	return __atomic_load_n(&g_norestart, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* Poll an empty receive ring before sleeping; true when it is readable now. */
+static bool poll_ring(uint32_t slot, int kind, const struct timeval *tmo)
+{
+	uint32_t us = ((struct sl_sk_region *)shim_region)->app_poll_us; /* the engine's: bounded here too */
+	if (!us || tmo->tv_sec || tmo->tv_usec || !may_poll())
+		return false;
+	if (us > 10000)
+		us = 10000;
+	struct sl_sk_slot *sl = slot_of(slot);
+	sl_sk_xchg(&sl->rx_spin, 1);
+	int64_t end = now_ns() + (int64_t)us * 1000;
+	bool got;
+	while (!(got = readable(sl, kind)) && now_ns() < end)
+		sched_yield(); /* the peer, or the engine, may be waiting for this core */
+	sl_sk_xchg(&sl->rx_spin, 0);
+	return got || readable(sl, kind); /* the last look: data published before the engine saw 0 */
+}
+
 /* rd_token, once the engine is not in the middle of writing a byte (WRITING lasts one send()) */
 static int token_settled(int fd, struct sl_sk_slot *sl, uint32_t *t)
 {
@@ -341,9 +406,10 @@ int shim_token_step(int fd, uint32_t slot, int kind, bool force)
 /* Nothing to take from the socket: the token step, then -EAGAIN for a non-blocking call or a wait
  * for POLLIN. 1: readable after all, 0: the wait woke (look again), <0: -EAGAIN or an error. *nb is
  * the call's non-blocking mode (-1: not looked up yet), *woke counts the waits (many with nothing to
- * read: the token step drains a byte outside the protocol). */
+ * read: the token step drains a byte outside the protocol). polled: NULL, or a stream receive's flag,
+ * set when the wait polled the ring and found it readable (the caller then restores the token). */
 int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, const struct timeval *tmo,
-			unsigned *woke)
+			unsigned *woke, bool *polled)
 {
 	int r = shim_token_step(fd, slot, kind, *woke > 64);
 	if (r != 0)
@@ -352,6 +418,10 @@ int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, c
 		*nb = sk_nonblocking(fd);
 	if (*nb)
 		return -EAGAIN;
+	if (polled && poll_ring(slot, kind, tmo)) {
+		*polled = true;
+		return 0;
+	}
 	r = sk_wait(fd, POLLIN, dl, tmo);
 	if (r < 0)
 		return r;
@@ -368,8 +438,8 @@ static ssize_t epipe(int flags)
 
 /* ---- streams ---- */
 
-static ssize_t stream_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct slocal *lo, struct iovc *c,
-			   size_t total, int flags, socklen_t *alen)
+static ssize_t stream_recv_loop(int fd, uint32_t slot, struct sl_sk_slot *sl, struct slocal *lo, struct iovc *c,
+				size_t total, int flags, socklen_t *alen, bool *polled)
 {
 	if (flags & MSG_OOB)
 		return -EINVAL;
@@ -431,10 +501,22 @@ static ssize_t stream_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 			return (ssize_t)got;
 		if ((st & SL_SK_S_LISTENING) || !(st & (SL_SK_S_CONNECTED | SL_SK_S_CONNECTING)))
 			return got ? (ssize_t)got : -ENOTCONN;
-		int r = shim_await_readable(fd, slot, TOK_STREAM, &nb, &dl, &lo->rcvtimeo, &woke);
+		int r = shim_await_readable(fd, slot, TOK_STREAM, &nb, &dl, &lo->rcvtimeo, &woke, polled);
 		if (r < 0)
 			return got ? (ssize_t)got : r;
 	}
+}
+
+/* A receive that polled the ring (poll_ring) may have had the engine leave out tokens: whatever it
+ * left for the next call must show in the placeholder as usual (sock.h "Polling receivers"). */
+static ssize_t stream_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct slocal *lo, struct iovc *c,
+			   size_t total, int flags, socklen_t *alen)
+{
+	bool polled = false;
+	ssize_t r = stream_recv_loop(fd, slot, sl, lo, c, total, flags, alen, &polled);
+	if (SHIM_UNLIKELY(polled) && stream_readable(sl))
+		shim_token_step(fd, slot, TOK_STREAM, false);
+	return r;
 }
 
 static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct slocal *lo, struct iovc *c,
@@ -604,7 +686,7 @@ static ssize_t dgram_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 				return e > 0 ? -e : e;
 			continue;
 		}
-		r = shim_await_readable(fd, slot, TOK_DGRAM, &nb, &dl, &lo->rcvtimeo, &woke);
+		r = shim_await_readable(fd, slot, TOK_DGRAM, &nb, &dl, &lo->rcvtimeo, &woke, NULL);
 		if (r < 0)
 			return r;
 	}

@@ -134,7 +134,7 @@ static int do_accept(int fd, uint32_t e, struct sockaddr *addr, socklen_t *alen,
 	for (;;) {
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		if ((st & SL_SK_S_LISTENING) && !__atomic_load_n(&sl->acceptq, __ATOMIC_ACQUIRE)) {
-			int r = shim_await_readable(fd, slot, TOK_LISTEN, &nb, &dl, &lo->rcvtimeo, &woke);
+			int r = shim_await_readable(fd, slot, TOK_LISTEN, &nb, &dl, &lo->rcvtimeo, &woke, NULL);
 			if (r < 0)
 				return r;
 			if (r == 0)

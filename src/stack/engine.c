@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -139,6 +140,7 @@ static struct app *app_new(const struct sl_nqe_hello *h, int stack, uint64_t rat
 	r->app_id = a->id;
 	memcpy(r->token, a->token, sizeof(r->token));
 	r->engine_awake = 1; /* it is: this is a HELLO being answered */
+	r->app_poll_us = cfg.poll_us; /* apps poll as long as the engine does (sock.h "Polling receivers") */
 	a->next = g_apps;
 	g_apps = a;
 	return a;
@@ -837,13 +839,13 @@ static void ctl_answer(struct ctl *c, const char *line)
 					"\"flags\":%u,\"error\":%d,\"tx_queued\":%llu,\"rx_queued\":%llu,\"tx_bytes\":%llu,"
 					"\"rx_bytes\":%llu,\"rd_token\":%u,\"rx_wanted\":%u,\"bytes_waiting\":%d,"
 					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"eof_shown\":%d,"
-					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"token_fail\":%llu,\"queued\":%d,\"throttled\":%d,\"peer\":%s}",
+					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"tokens_polled\":%llu,\"token_fail\":%llu,\"queued\":%d,\"throttled\":%d,\"peer\":%s}",
 					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
 					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
 					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
 					(unsigned long long)s->tx_bytes, (unsigned long long)s->rx_bytes, s->sh->rd_token,
 					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed, s->efd_shut,
-					outq(s->efd), (unsigned long long)s->token_sent, (unsigned long long)s->token_fail, s->in_work, s->throttled,
+					outq(s->efd), (unsigned long long)s->token_sent, (unsigned long long)s->token_polled, (unsigned long long)s->token_fail, s->in_work, s->throttled,
 					s->peer ? "true" : "false");
 				first = false;
 			}
@@ -968,6 +970,8 @@ int engine_run(volatile int *stop)
 		set_awake(true);
 		if (n > 0 || sk_work_pending())
 			last_busy = now_ns();
+		else if (timeout == 0 && poll_ns)
+			sched_yield(); /* polling with nothing to do: an app polling for our data may share this core */
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

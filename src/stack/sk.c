@@ -215,6 +215,12 @@ void sk_token(struct sk *s)
 		s->efd_shut = true;
 		return;
 	}
+	/* a thread of the app is polling the ring: it sees this itself (sock.h "Polling receivers") */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->sh->rx_spin, __ATOMIC_RELAXED)) {
+		s->token_polled++;
+		return;
+	}
 	if (!sl_sk_cas(&s->sh->rd_token, 0, SL_SK_TOKEN_WRITING))
 		return;
 	/* look again after claiming the token: the app may have taken the data meanwhile (sock.h) */

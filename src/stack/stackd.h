@@ -74,6 +74,7 @@ struct sk {
 	bool in_table;
 	uint64_t tx_bytes, rx_bytes, drops;
 	uint64_t token_sent, token_fail;
+	uint64_t token_polled; /* tokens not put: the app was polling the ring (sock.h) */
 };
 
 struct app {

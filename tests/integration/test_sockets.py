@@ -48,8 +48,11 @@ SHIM = BUILD / "src" / "sock" / "libsluice-sock.so"
 SOCK_CALLS = BUILD / "tests" / "sock" / "sock-calls"
 PY = sys.executable
 
-ALL = ["kernel", "shm", "auto"]
-TWO = ["kernel", "shm"]
+ALL = ["kernel", "shm", "auto", "shm-poll"]
+TWO = ["kernel", "shm", "shm-poll"]
+# shm-poll: the shm module from a sluice-stackd that polls (--poll-us), so blocking receives poll their
+# ring first and the engine leaves out the tokens of rings being polled (sock.h "Polling receivers")
+POLL_US = 50
 
 
 def _need(*tools):
@@ -101,13 +104,14 @@ def sha(data):
 class Stackd:
     """A sluice-stackd in a fresh socket dir; its stderr goes to a file."""
 
-    def __init__(self):
+    def __init__(self, poll_us=0):
         self.dir = Path(tempfile.mkdtemp(prefix="slt-sk-", dir="/tmp"))
         os.chmod(self.dir, 0o755)  # programs that drop privileges (nginx's workers) reach stack.sock too
         self.sockdir = self.dir / "s"
         self.log = self.dir / "stackd.log"
         with open(self.log, "wb") as lf:
-            self.proc = subprocess.Popen([str(STACKD), "--socket-dir", str(self.sockdir)], stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen([str(STACKD), "--socket-dir", str(self.sockdir), "--poll-us", str(poll_us)],
+                                         stdin=subprocess.DEVNULL,
                                          stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_for(lambda: "ready on" in self.log.read_text(errors="replace") or self.proc.poll() is not None, 10,
@@ -150,7 +154,7 @@ class Runner:
 
     def __init__(self, env, stack=None, cli=True, rate=None):
         self.env_ = env
-        self.stack = stack
+        self.stack = "shm" if stack == "shm-poll" else stack  # shm-poll: the polling service (Env)
         self.cli = cli
         self.rate = rate
 
@@ -204,11 +208,11 @@ class Runner:
 class Env:
     """One test's sluice-stackd, temp dir and background processes."""
 
-    def __init__(self):
+    def __init__(self, poll_us=0):
         self.tmp = Path(tempfile.mkdtemp(prefix="slt-sock-", dir="/tmp"))
         self.procs = []
         try:
-            self.stackd = Stackd()
+            self.stackd = Stackd(poll_us)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
@@ -264,11 +268,12 @@ class Env:
 
 
 @pytest.fixture
-def env():
+def env(request):
     for f in (STACKD, SHIM, SOCK_CALLS):
         if not f.exists():
             pytest.fail(f"{f} is not built (ninja -C {BUILD})")
-    e = Env()
+    params = getattr(request.node, "callspec", None)
+    e = Env(POLL_US if params and params.params.get("stack") == "shm-poll" else 0)
     try:
         yield e
     finally:
@@ -392,11 +397,11 @@ def test_redis(env, stack):
     server = env.shim(stack)
     # kernel: a plain redis-cli talks to the shim server, the benchmark runs under the shim;
     # shm: everything under the shim; auto: redis-cli through shm, the benchmark plain (kernel listener)
-    client = {"kernel": env.plain(), "shm": env.shim(stack), "auto": env.shim(stack)}[stack]
-    bench = {"kernel": env.shim(stack), "shm": env.shim(stack), "auto": env.plain()}[stack]
+    client = {"kernel": env.plain(), "auto": env.shim(stack)}.get(stack, env.shim(stack))
+    bench = {"kernel": env.shim(stack), "auto": env.plain()}.get(stack, env.shim(stack))
     got, app = _redis(server, client, bench, env.tmp)
     assert got == want, diff(want, got, f"--stack {stack}")
-    assert app and app["name"].startswith("redis-server") and app["stack"] == stack, app
+    assert app and app["name"].startswith("redis-server") and app["stack"] == server.stack, app
     assert app["rx_bytes"] > 0 and app["tx_bytes"] > 0 and app["sockets"] >= 1, app
 
 
@@ -566,7 +571,7 @@ def test_http_server(env, stack):
     server = env.shim(stack)
     if stack == "kernel":  # a plain curl against the shim server
         got, _ = _http_server(server, env.plain(), env.tmp)
-    elif stack == "shm":  # shim curl; a plain curl finds nothing listening in the kernel
+    elif stack in ("shm", "shm-poll"):  # shim curl; a plain curl finds nothing listening in the kernel
         got, _ = _http_server(server, env.shim(stack), env.tmp, refused=env.plain())
     else:  # auto: a shim curl (shm) and a plain one (the kernel listener) to the same server
         got, url = _http_server(server, env.shim(stack), env.tmp)
@@ -711,6 +716,73 @@ def test_asyncio_echo(env, stack):
     assert all(line.endswith("echo exact") for line in want), want
     got = _echo(env.shim(stack), env.shim(stack), env.tmp)
     assert got == want, diff(want, got, f"--stack {stack}")
+
+
+# ------------------------------------------------------------------------------ polling receivers
+
+
+POLLER = """\
+import select, signal, socket, sys
+if sys.argv[2] == "restart":  # no handler without SA_RESTART left (CPython's SIGINT has none): it may poll
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+l = socket.socket()
+l.bind(("127.0.0.1", int(sys.argv[1])))
+l.listen(1)
+print("listening", flush=True)
+c, _ = l.accept()
+c.sendall(b"g")           # the sender answers at once...
+first = c.recv(1)         # ...while this blocking receive polls the empty ring (sluice-stackd --poll-us)
+r, _, _ = select.select([c], [], [], 5)  # what the poll left in the ring must show as usual
+print("first", len(first), "readable" if r else "NOT readable", flush=True)
+rest = b""
+while len(first + rest) < 100:
+    b = c.recv(100)
+    if not b:
+        break
+    rest += b
+print("rest", "exact" if first + rest == bytes(range(100)) else "WRONG", flush=True)
+sys.stdin.read()  # until the test closes stdin: its sockets stay in the service's list meanwhile
+"""
+
+SENDER = """\
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+assert s.recv(1) == b"g"
+s.sendall(bytes(range(100)))
+s.recv(1)
+"""
+
+
+@pytest.mark.parametrize("handlers", ["restart", "python"])
+def test_polling_receiver(handlers):
+    """A blocking recv under a polling service polls its ring and the engine leaves out its token
+    (tokens_polled); data left in the ring after such a recv still makes the socket readable to
+    select; a program with a handler lacking SA_RESTART (CPython's SIGINT) never polls (its recv must
+    end with EINTR as the kernel's would)."""
+    e = Env(poll_us=10000)  # a window far longer than the sender's answer takes
+    try:
+        (e.tmp / "poller.py").write_text(POLLER)
+        (e.tmp / "sender.py").write_text(SENDER)
+        port = free_port()
+        shim = e.shim("shm")
+        poller = shim.start([PY, "-u", e.tmp / "poller.py", port, handlers], "poller", stdin=subprocess.PIPE)
+        wait_line(poller, "listening")
+        sender = shim.direct().start([PY, e.tmp / "sender.py", port], "sender")
+        wait_line(poller, "rest")
+        out = poller.log.read_text()
+        assert "first 1 readable" in out and "rest exact" in out, out
+        app = wait_for(lambda: app_of(e, poller.pid), 5, "the poller among the programs")
+        socks = [k for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"]]
+        polled = sum(k["tokens_polled"] for k in socks)
+        if handlers == "restart":
+            assert polled > 0, f"the poller's recv did not poll its ring: {socks}"
+        else:
+            assert polled == 0, f"a program with a handler lacking SA_RESTART polled: {socks}"
+        poller.stdin.close()
+        wait_exit(poller, 10, "the poller once its stdin closed")
+        wait_exit(sender, 10, "the sender once the poller left")
+    finally:
+        e.close()
 
 
 # -------------------------------------------------------------------------- kill -9 mid-transfer
