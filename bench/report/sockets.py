@@ -43,7 +43,8 @@ def sockets_section(loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]
           f"{prm.get('redis_requests', '?')} requests (× 16 with -P 16); wrk: 1 thread, 32 connections, "
           f"{prm.get('secs', '?')} s, nginx with 1 worker; iperf3: {prm.get('secs', '?')} s; ping-pong: "
           f"{prm.get('pingpong_rounds', '?')} round trips (`bench/pingpong.c`). `--poll-us 50`: a second "
-          "sluice-stackd that polls for 50 µs after each activity before it sleeps. CPU per request: utime + stime of "
+          "sluice-stackd that polls for 50 µs after each activity before it sleeps, and whose programs' blocking "
+          "receives poll their rings as long (docs/sockets.md \"Polling\"). CPU per request: utime + stime of "
           "redis-server, redis-benchmark and (under the shim) sluice-stackd over the -P 1 run, / requests. "
           "Timings are of a shared 2-vCPU VM: server, client and sluice-stackd share its two cores.", "",
           "| test | unit | " + " | ".join(lbl for _, lbl in SYSTEMS) + " | "

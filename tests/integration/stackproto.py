@@ -18,6 +18,7 @@ SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_TX_HEAD, SLOT_TX_TAIL = 128, 192, 256, 320
 SLOT_STATE, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_TX_KICK, SLOT_RX_WANTED = 4, 8, 64, 68, 72
 S_RX_EOF, S_TX_CLOSED = 0x08, 0x10
 REGION_ENGINE_AWAKE, REGION_TX_DIRTY = 56, 60  # sock.h "Kicks"
+SLOT_RX_SPIN, REGION_APP_POLL_US = 76, 64     # sock.h "Polling receivers"
 
 
 def inet(host, port):
@@ -103,6 +104,9 @@ class Chan:
         else:
             struct.pack_into("<I", self.map, self.slot(i) + SLOT_TX_KICK, 1)
             struct.pack_into("<I", self.map, REGION_TX_DIRTY, 1)
+
+    def put_u32(self, i, off, v):
+        struct.pack_into("<I", self.map, self.slot(i) + off, v)
 
     def engine_awake(self):
         return struct.unpack_from("<I", self.map, REGION_ENGINE_AWAKE)[0]

@@ -5,13 +5,15 @@ real programs are in test_sockets.py."""
 import errno
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
 
 import pytest
 
-from stackproto import (S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_STATE, SLOT_TX_TAIL, Chan, ctl, inet, shim_preload)
+from stackproto import (REGION_APP_POLL_US, S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_RX_SPIN, SLOT_STATE,
+                        SLOT_TX_TAIL, Chan, ctl, inet, shim_preload)
 
 
 def _port():
@@ -125,6 +127,33 @@ def test_doorbell_without_kick(stackd):
     c.send(cs, cfd, b"flagged only", kick=False)
     c.call("GETSOCKNAME", ls)  # wakes it (a call about another socket): its next turn finds the flag
     assert _recv_n(c, a, 12) == b"flagged only"
+    for fd in (lfd, cfd, afd):
+        os.close(fd)
+    c.close()
+
+
+def test_polled_ring_gets_no_token(stackd):
+    """sock.h "Polling receivers": while a slot's rx_spin is 1 the engine puts no readable token for
+    new data (counted as tokens_polled); once it is 0 again, a kick brings the token as usual. This
+    service does not poll, and says so to its programs (app_poll_us 0)."""
+    c = Chan(stackd, "shm")
+    assert struct.unpack_from("<I", c.map, REGION_APP_POLL_US)[0] == 0
+    ls, lfd, cs, cfd, a, afd, _ = _connected(c)
+    c.put_u32(a, SLOT_RX_SPIN, 1)
+    c.send(cs, cfd, b"polled")
+    _wait(lambda: c.u64(a, 192) - c.u64(a, 128) == 6, "the data in the receive ring")
+    time.sleep(0.05)
+    os.set_blocking(afd, False)
+    with pytest.raises(BlockingIOError):
+        os.read(afd, 1)
+    assert c.u32(a, SLOT_RD_TOKEN) == 0
+    st = next(k for k in ctl(stackd, "sockets")["sockets"] if k["slot"] == a)
+    assert st["tokens_polled"] >= 1 and st["tokens"] == 0, st
+    c.put_u32(a, SLOT_RX_SPIN, 0)
+    os.write(afd, b"k")  # the shim's kick after its poll: readable, and no token
+    _wait(lambda: c.u32(a, SLOT_RD_TOKEN) == 1, "the token once the slot is no longer polled")
+    assert os.read(afd, 1) == b"t"
+    assert c.recv(a) == b"polled"
     for fd in (lfd, cfd, afd):
         os.close(fd)
     c.close()

@@ -351,7 +351,8 @@ def register(subs):
     p.add_argument("--slots", type=_slots, default=1024, metavar="N",
                    help="sockets per program, 1..65536 (default 1024)")
     p.add_argument("--poll-us", type=_poll_us, default=0, metavar="N",
-                   help="after activity the engine polls N us before sleeping, 0..10000 (default 0: never; "
+                   help="after activity the engine polls N us before sleeping, and a program's blocking "
+                        "receive polls its ring as long before it sleeps, 0..10000 (default 0: never; "
                         "docs/sockets.md \"Polling\")")
     p.add_argument("--build-dir", metavar="DIR", help="meson build directory holding src/stack/sluice-stackd")
     p.set_defaults(func=cmd_stack_serve)
