@@ -88,6 +88,35 @@ static bool covers(const struct sk *e, const struct naddr *d)
 	return !memcmp(en.a, d->a, 16);
 }
 
+/* Which addresses a socket bound at n takes, as the kernel counts them for bind conflicts: an IPv4
+ * part and an IPv6 part, each none, one address or all. [::] takes all of IPv4 too unless v6only. */
+enum { SPAN_NONE, SPAN_ONE, SPAN_ALL };
+struct span {
+	int v4, v6;
+};
+
+static struct span span_of(bool v6only, const struct naddr *n)
+{
+	if (is_v4(n)) /* an AF_INET socket, or an IPv4-mapped address */
+		return (struct span){ is_any(n) ? SPAN_ALL : SPAN_ONE, SPAN_NONE };
+	if (is_any(n))
+		return (struct span){ v6only ? SPAN_NONE : SPAN_ALL, SPAN_ALL };
+	return (struct span){ SPAN_NONE, SPAN_ONE };
+}
+
+static bool spans_meet(int x, int y, bool same_addr)
+{
+	return x && y && (x == SPAN_ALL || y == SPAN_ALL || same_addr);
+}
+
+/* would binds at a and b (same port) take a common address? */
+static bool binds_overlap(bool a_v6only, const struct naddr *a, bool b_v6only, const struct naddr *b)
+{
+	struct span p = span_of(a_v6only, a), q = span_of(b_v6only, b);
+	bool same = !memcmp(a->a, b->a, 16);
+	return spans_meet(p.v4, q.v4, same) || spans_meet(p.v6, q.v6, same);
+}
+
 static bool port_taken(int type, uint16_t port)
 {
 	for (struct sk *e = bound_head; e; e = e->bound_next)
@@ -141,8 +170,7 @@ int shm_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 		for (struct sk *e = bound_head; e; e = e->bound_next) {
 			struct naddr en;
 			norm(&e->local, &en);
-			if (e->type == s->type && en.port == n.port &&
-			    (is_any(&en) || is_any(&n) || !memcmp(en.a, n.a, 16)) &&
+			if (e->type == s->type && en.port == n.port && binds_overlap(e->v6only, &en, s->v6only, &n) &&
 			    !(s->reuseaddr && e->reuseaddr && e->state != SK_LISTEN))
 				return -EADDRINUSE;
 		}

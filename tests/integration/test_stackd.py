@@ -159,6 +159,70 @@ def test_polled_ring_gets_no_token(stackd):
     c.close()
 
 
+def _sockaddr(family, host, port):
+    if family == socket.AF_INET:
+        return inet(host, port)
+    return struct.pack("<HHI16sI", socket.AF_INET6, socket.htons(port), 0, socket.inet_pton(socket.AF_INET6, host), 0)
+
+
+# two binds to one port: (family, address, IPV6_V6ONLY) each; the kernel decides what each must give
+BIND_PAIRS = [
+    ((socket.AF_INET6, "::", 1), (socket.AF_INET, "0.0.0.0", 0)),  # redis's default: both listen
+    ((socket.AF_INET6, "::", 0), (socket.AF_INET, "0.0.0.0", 0)),  # [::] takes IPv4 too
+    ((socket.AF_INET, "0.0.0.0", 0), (socket.AF_INET6, "::", 0)),
+    ((socket.AF_INET, "0.0.0.0", 0), (socket.AF_INET6, "::", 1)),
+    ((socket.AF_INET, "127.0.0.1", 0), (socket.AF_INET6, "::1", 0)),
+    ((socket.AF_INET, "0.0.0.0", 0), (socket.AF_INET6, "::1", 0)),
+    ((socket.AF_INET, "127.0.0.1", 0), (socket.AF_INET6, "::ffff:127.0.0.1", 0)),
+    ((socket.AF_INET6, "::1", 0), (socket.AF_INET6, "::", 1)),
+]
+
+
+def test_bind_conflicts_as_the_kernel(stackd):
+    """shm binds conflict exactly where the kernel's do, IPv4 against IPv6 and IPV6_V6ONLY included
+    (redis binds * and ::* with IPV6_V6ONLY on the second)."""
+    def kernel(pair, port):
+        socks, out = [], []
+        try:
+            for fam, host, v6only in pair:
+                k = socket.socket(fam, socket.SOCK_STREAM)
+                socks.append(k)
+                if v6only:
+                    k.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                try:
+                    k.bind((host, port))
+                    k.listen(1)
+                    out.append(0)
+                except OSError as e:
+                    out.append(-e.errno)
+        finally:
+            for k in socks:
+                k.close()
+        return out
+
+    c = Chan(stackd, "shm")
+    for pair in BIND_PAIRS:
+        port = _port()
+        want = kernel(pair, port)
+        got, made = [], []
+        try:
+            for fam, host, v6only in pair:
+                slot, _, fd = c.call("SOCKET", arg0=fam, arg1=socket.SOCK_STREAM)
+                made.append(fd)
+                if v6only:
+                    assert c.call("SETSOCKOPT", slot, arg0=socket.IPPROTO_IPV6, arg1=socket.IPV6_V6ONLY,
+                                  payload=struct.pack("<i", 1))[0] == 0
+                r = c.call("BIND", slot, payload=_sockaddr(fam, host, port))[0]
+                if r == 0:
+                    r = c.call("LISTEN", slot, arg0=1)[0]
+                got.append(r)
+        finally:
+            for fd in made:
+                os.close(fd)  # the program's last close: the service unbinds it
+        assert got == want, f"binds {pair}: shm gave {got}, the kernel {want}"
+    c.close()
+
+
 def test_garbage_on_the_channel(stackd):
     """Short messages, lengths that lie, calls before HELLO, a HELLO of another version: the
     channel is closed or the call refused, and the service keeps serving."""
