@@ -10,7 +10,8 @@ shm from a second sluice-stackd started with --poll-us 50, which polls 50 us aft
             request of server + client (+ sluice-stackd) in the -P 1 runs
   nginx     nginx (1 worker) + wrk (1 thread, 32 connections): requests/s of a 1 KiB file
   iperf3    one TCP stream: Gbit/s
-  pingpong  64 B TCP ping-pong (bench/pingpong.c): p50/p99 round trip, us
+  pingpong  64 B TCP ping-pong (bench/pingpong.c): p50/p99 round trip, us; placed by the scheduler,
+            and with client and server pinned to CPU 0 (`1core`; sluice-stackd unpinned)
   fairness  three iperf3 clients under `--stack kernel` with --rate 1G, 500M and none, to three
             plain servers, 1 s intervals (NetKernel's figure 21)
 Results: bench/results/<stamp>-sockets.json (+ -sockets-fairness.png); a table on stdout.
@@ -211,18 +212,27 @@ def run_iperf3(st: Stack, system: str, secs: float) -> dict:
         stop(srv)
 
 
-def run_pingpong(st: Stack, system: str, rounds: int) -> dict:
+def _pingpong(st: Stack, system: str, rounds: int, pin: list[str]) -> dict:
     pp = BUILD / "bench" / "sluice-bench-pingpong"
     port = free_port()
-    srv = subprocess.Popen([str(pp), "server", str(port)], env=st.env(system), stdout=subprocess.PIPE, text=True)
+    srv = subprocess.Popen([*pin, str(pp), "server", str(port)], env=st.env(system), stdout=subprocess.PIPE,
+                           text=True)
     try:
         srv.stdout.readline()
-        res = subprocess.run([str(pp), "client", str(port), str(rounds)], env=st.env(system),
+        res = subprocess.run([*pin, str(pp), "client", str(port), str(rounds)], env=st.env(system),
                              capture_output=True, text=True, timeout=300)
-        j = json.loads(res.stdout)
-        return {"pingpong_p50_us": j["p50_us"], "pingpong_p99_us": j["p99_us"]}
+        return json.loads(res.stdout)
     finally:
         stop(srv)
+
+
+def run_pingpong(st: Stack, system: str, rounds: int) -> dict:
+    """Where the scheduler puts client and server, then both pinned to CPU 0: on this VM a wake-up
+    across vCPUs costs ~20 us, so loopback's round trip is ~55 us on two cores and ~11 us on one."""
+    j = _pingpong(st, system, rounds, [])
+    one = _pingpong(st, system, rounds, ["taskset", "-c", "0"])
+    return {"pingpong_p50_us": j["p50_us"], "pingpong_p99_us": j["p99_us"],
+            "pingpong_1core_p50_us": one["p50_us"], "pingpong_1core_p99_us": one["p99_us"]}
 
 
 def run_fairness(st: Stack, secs: int) -> dict:
