@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <netinet/in.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -287,8 +288,8 @@ static bool readable(struct sl_sk_slot *sl, int kind)
  * system call. A signal caught while polling runs its handler and the poll goes on, which is what
  * the kernel does for a handler with SA_RESTART. For one without, the kernel would end the call with
  * EINTR, which a poll cannot see: so no thread polls while any caught signal's handler lacks
- * SA_RESTART (the sigaction wrapper below keeps that set; signal() and bsd_signal() install handlers
- * with SA_RESTART). Timed waits (SO_RCVTIMEO) never poll: the kernel ends them with EINTR always. */
+ * SA_RESTART (the wrappers of sigaction, signal, sysv_signal, bsd_signal and siginterrupt below keep
+ * that set). Timed waits (SO_RCVTIMEO) never poll: the kernel ends them with EINTR always. */
 static uint64_t g_norestart;  /* bit sig-1: a handler without SA_RESTART is installed */
 static int g_norestart_known; /* g_norestart holds the handlers found at the first look */
 
@@ -298,16 +299,55 @@ static bool catches_without_restart(const struct sigaction *sa)
 	return h != SIG_DFL && h != SIG_IGN && !(sa->sa_flags & SA_RESTART);
 }
 
+static void note_handler(int sig, const struct sigaction *now)
+{
+	if (sig <= 0 || sig > 64)
+		return;
+	uint64_t bit = 1ull << (sig - 1);
+	if (catches_without_restart(now))
+		__atomic_fetch_or(&g_norestart, bit, __ATOMIC_SEQ_CST);
+	else
+		__atomic_fetch_and(&g_norestart, ~bit, __ATOMIC_SEQ_CST);
+}
+
 SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int r = REAL(sigaction)(sig, act, old);
-	if (r == 0 && act && sig > 0 && sig <= 64) {
-		uint64_t bit = 1ull << (sig - 1);
-		if (catches_without_restart(act))
-			__atomic_fetch_or(&g_norestart, bit, __ATOMIC_SEQ_CST);
-		else
-			__atomic_fetch_and(&g_norestart, ~bit, __ATOMIC_SEQ_CST);
+	if (r == 0 && act)
+		note_handler(sig, act);
+	return r;
+}
+
+/* The libc's other ways to change a handler call its internal sigaction, which the wrapper above
+ * does not see: after each, look at what the signal's handler is now. */
+static void refresh_handler(int sig)
+{
+	struct sigaction now;
+	if (sig > 0 && sig <= 64 && REAL(sigaction)(sig, NULL, &now) == 0)
+		note_handler(sig, &now);
+}
+
+#define SHIM_SIGNAL_WRAPPER(name)                                                  \
+	SHIM_EXPORT sighandler_t name(int sig, sighandler_t h)                     \
+	{                                                                          \
+		static sighandler_t (*real)(int, sighandler_t);                     \
+		if (!real)                                                         \
+			real = (sighandler_t (*)(int, sighandler_t))dlsym(RTLD_NEXT, #name); \
+		sighandler_t r = real ? real(sig, h) : SIG_ERR;                     \
+		refresh_handler(sig);                                              \
+		return r;                                                          \
 	}
+SHIM_SIGNAL_WRAPPER(signal)
+SHIM_SIGNAL_WRAPPER(sysv_signal)
+SHIM_SIGNAL_WRAPPER(bsd_signal)
+
+SHIM_EXPORT int siginterrupt(int sig, int flag)
+{
+	static int (*real)(int, int);
+	if (!real)
+		real = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
+	int r = real ? real(sig, flag) : -1;
+	refresh_handler(sig);
 	return r;
 }
 

@@ -722,15 +722,26 @@ def test_asyncio_echo(env, stack):
 
 
 POLLER = """\
-import select, signal, socket, sys
-if sys.argv[2] == "restart":  # no handler without SA_RESTART left (CPython's SIGINT has none): it may poll
+import ctypes, select, signal, socket, sys
+if sys.argv[2] != "python":  # no handler without SA_RESTART left (CPython's SIGINT has none): it may poll
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 l = socket.socket()
 l.bind(("127.0.0.1", int(sys.argv[1])))
 l.listen(1)
 print("listening", flush=True)
 c, _ = l.accept()
-c.sendall(b"g")           # the sender answers at once...
+c.sendall(b"g")
+assert c.recv(1) == b"1"  # a first blocking receive: the shim has looked at the handlers by now
+if sys.argv[2] in ("signal", "siginterrupt"):  # through the libc's own calls, not sigaction
+    libc = ctypes.CDLL(None)
+    libc.signal.restype, libc.signal.argtypes = ctypes.c_void_p, [ctypes.c_int, ctypes.c_void_p]
+    handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda sig: None)  # never run: nothing sends SIGUSR1
+    libc.signal(signal.SIGUSR1, ctypes.cast(handler, ctypes.c_void_p))  # signal(): SA_RESTART, may poll
+    if sys.argv[2] == "siginterrupt":
+        libc.siginterrupt(signal.SIGUSR1, 1)  # its handler loses SA_RESTART: no polling from now on
+print("phase 1", flush=True)
+sys.stdin.readline()
+c.sendall(b"h")           # the sender answers at once...
 first = c.recv(1)         # ...while this blocking receive polls the empty ring (sluice-stackd --poll-us)
 r, _, _ = select.select([c], [], [], 5)  # what the poll left in the ring must show as usual
 print("first", len(first), "readable" if r else "NOT readable", flush=True)
@@ -747,18 +758,24 @@ sys.stdin.read()  # until the test closes stdin: its sockets stay in the service
 SENDER = """\
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-assert s.recv(1) == b"g"
-s.sendall(bytes(range(100)))
-s.recv(1)
+while True:
+    b = s.recv(1)
+    if b == b"g":
+        s.sendall(b"1")
+    elif b == b"h":
+        s.sendall(bytes(range(100)))
+    else:
+        break
 """
 
 
-@pytest.mark.parametrize("handlers", ["restart", "python"])
+@pytest.mark.parametrize("handlers", ["restart", "signal", "siginterrupt", "python"])
 def test_polling_receiver(handlers):
     """A blocking recv under a polling service polls its ring and the engine leaves out its token
     (tokens_polled); data left in the ring after such a recv still makes the socket readable to
-    select; a program with a handler lacking SA_RESTART (CPython's SIGINT) never polls (its recv must
-    end with EINTR as the kernel's would)."""
+    select; a program with a handler lacking SA_RESTART (CPython's SIGINT, or one siginterrupt()
+    changed after the shim first looked) never polls (its recv must end with EINTR as the kernel's
+    would)."""
     e = Env(poll_us=10000)  # a window far longer than the sender's answer takes
     try:
         (e.tmp / "poller.py").write_text(POLLER)
@@ -768,16 +785,24 @@ def test_polling_receiver(handlers):
         poller = shim.start([PY, "-u", e.tmp / "poller.py", port, handlers], "poller", stdin=subprocess.PIPE)
         wait_line(poller, "listening")
         sender = shim.direct().start([PY, e.tmp / "sender.py", port], "sender")
+        wait_line(poller, "phase 1")
+        app = wait_for(lambda: app_of(e, poller.pid), 5, "the poller among the programs")
+
+        def polled():
+            return sum(k["tokens_polled"] for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"])
+        before = polled()
+        poller.stdin.write(b"go\n")
+        poller.stdin.flush()
         wait_line(poller, "rest")
         out = poller.log.read_text()
         assert "first 1 readable" in out and "rest exact" in out, out
-        app = wait_for(lambda: app_of(e, poller.pid), 5, "the poller among the programs")
-        socks = [k for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"]]
-        polled = sum(k["tokens_polled"] for k in socks)
-        if handlers == "restart":
-            assert polled > 0, f"the poller's recv did not poll its ring: {socks}"
+        after = polled()
+        if handlers in ("restart", "signal"):
+            assert before > 0 and after > before, f"the poller's recv did not poll its ring: {before} -> {after}"
+        elif handlers == "siginterrupt":
+            assert before > 0 and after == before, f"it polled after siginterrupt(): {before} -> {after}"
         else:
-            assert polled == 0, f"a program with a handler lacking SA_RESTART polled: {socks}"
+            assert after == 0, f"a program with a handler lacking SA_RESTART polled: {before} -> {after}"
         poller.stdin.close()
         wait_exit(poller, 10, "the poller once its stdin closed")
         wait_exit(sender, 10, "the sender once the poller left")
