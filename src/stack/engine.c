@@ -812,9 +812,9 @@ static void ctl_answer(struct ctl *c, const char *line)
 	if (strstr(line, "\"status\"")) {
 		n = (size_t)snprintf(out, cap,
 			"{\"ok\":true,\"version\":\"%s\",\"pid\":%d,\"uptime_s\":%.1f,\"apps\":%llu,\"sockets\":%llu,"
-			"\"region_bytes\":%llu,\"socket\":\"%s\"}\n",
+			"\"region_bytes\":%llu,\"poll_us\":%u,\"socket\":\"%s\"}\n",
 			STACKD_VERSION, getpid(), (double)(now_ns() - start_ns) / 1e9, (unsigned long long)napps,
-			(unsigned long long)g_nsocks, (unsigned long long)region, path_stack);
+			(unsigned long long)g_nsocks, (unsigned long long)region, cfg.poll_us, path_stack);
 	} else if (strstr(line, "\"stats\"") || strstr(line, "\"apps\"")) {
 		n = (size_t)snprintf(out, cap, "{\"ok\":true,\"apps_total\":%llu,\"sockets\":%llu,\"calls\":%llu,"
 				     "\"protocol_errors\":%llu,\"apps\":[",

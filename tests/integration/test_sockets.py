@@ -787,6 +787,7 @@ def test_polling_receiver(handlers):
         sender = shim.direct().start([PY, e.tmp / "sender.py", port], "sender")
         wait_line(poller, "phase 1")
         app = wait_for(lambda: app_of(e, poller.pid), 5, "the poller among the programs")
+        assert e.stackd.ctl("status")["poll_us"] == 10000
 
         def polled():
             return sum(k["tokens_polled"] for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"])
@@ -976,6 +977,7 @@ def test_stack_cli(env):
     sd = env.stackd.sockdir
     r = _sluice("stack", "status", "--socket-dir", sd)
     assert r.returncode == 0 and f"pid {env.stackd.proc.pid}" in r.stdout and "0 program(s)" in r.stdout, r.stdout
+    assert "does not poll" in r.stdout, r.stdout
     r = _sluice("stack", "status", "--json", "--socket-dir", sd)
     assert json.loads(r.stdout)["pid"] == env.stackd.proc.pid
     srv = env.shim("kernel").start([PY, "-u", "-m", "http.server", free_port(), "--bind", "127.0.0.1", "--directory",

@@ -65,7 +65,7 @@ def _wait(pred, what, timeout=5):
 
 def test_control_api(stackd):
     st = ctl(stackd, "status")
-    assert st["ok"] and st["pid"] > 0 and st["apps"] == 0
+    assert st["ok"] and st["pid"] > 0 and st["apps"] == 0 and st["poll_us"] == 0
     assert st["socket"].endswith("/stack.sock")
     bad = ctl(stackd, "nosuch")
     assert not bad["ok"] and "status, stats, sockets" in bad["error"]

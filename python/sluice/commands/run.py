@@ -284,6 +284,9 @@ def cmd_stack_status(args):
           f"on {st.get('socket') or stack_sock_path(args.socket_dir)}")
     print(f"{st.get('apps', 0)} program(s), {st.get('sockets', 0)} socket(s), "
           f"{human_bytes(st.get('region_bytes', 0))} of shared regions")
+    poll = st.get("poll_us", 0)
+    print(f"polls {poll} us after activity, and so do programs' blocking receives" if poll
+          else "does not poll (--poll-us 0): the engine and programs sleep until woken")
     return EXIT_OK
 
 
