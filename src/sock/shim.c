@@ -113,6 +113,10 @@ void shim_resolve(void)
 	RESOLVE(close_range);
 	RESOLVE(closefrom);
 	RESOLVE(sigaction);
+	RESOLVE(signal);
+	RESOLVE(sysv_signal);
+	RESOLVE(bsd_signal);
+	RESOLVE(siginterrupt);
 }
 
 /* ---- messages ---- */

@@ -69,6 +69,10 @@ struct shim_real {
 	int (*close_range)(unsigned int, unsigned int, int);
 	void (*closefrom)(int);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	sighandler_t (*signal)(int, sighandler_t);
+	sighandler_t (*sysv_signal)(int, sighandler_t);
+	sighandler_t (*bsd_signal)(int, sighandler_t);
+	int (*siginterrupt)(int, int);
 };
 extern struct shim_real shim_real;
 void shim_resolve(void);

@@ -23,7 +23,6 @@
 #include <limits.h>
 #include <sched.h>
 #include <netinet/in.h>
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -96,20 +95,30 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static bool catches_without_restart(const struct sigaction *sa)
+{
+	void (*h)(int) = sa->sa_handler; /* sa_sigaction shares its storage */
+	return h != SIG_DFL && h != SIG_IGN && !(sa->sa_flags & SA_RESTART);
+}
+
+/* The signals (bit sig-1) whose handler, as the kernel has it now, lacks SA_RESTART. */
+static uint64_t handlers_without_restart(void)
+{
+	uint64_t found = 0;
+	for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
+		struct sigaction sa;
+		if (sig != SIGKILL && sig != SIGSTOP && !REAL(sigaction)(sig, NULL, &sa) && catches_without_restart(&sa))
+			found |= 1ull << (sig - 1);
+	}
+	return found;
+}
+
 /* A signal handler interrupted a wait without a timeout: would the kernel have restarted the
  * socket call? It does when the handler that ran has SA_RESTART (signal(7); never with SO_RCVTIMEO/
  * SO_SNDTIMEO set). poll() does not say which handler ran, so: when every caught signal's has it. */
 static bool handlers_restart(void)
 {
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
-			continue;
-		void (*h)(int) = sa.sa_handler; /* sa_sigaction shares its storage */
-		if (h != SIG_DFL && h != SIG_IGN && !(sa.sa_flags & SA_RESTART))
-			return false;
-	}
-	return true;
+	return handlers_without_restart() == 0;
 }
 
 /* Has the engine's end gone (the service died)? Both directions shut: POLLHUP. */
@@ -293,12 +302,6 @@ static bool readable(struct sl_sk_slot *sl, int kind)
 static uint64_t g_norestart;  /* bit sig-1: a handler without SA_RESTART is installed */
 static int g_norestart_known; /* g_norestart holds the handlers found at the first look */
 
-static bool catches_without_restart(const struct sigaction *sa)
-{
-	void (*h)(int) = sa->sa_handler; /* sa_sigaction shares its storage */
-	return h != SIG_DFL && h != SIG_IGN && !(sa->sa_flags & SA_RESTART);
-}
-
 static void note_handler(int sig, const struct sigaction *now)
 {
 	if (sig <= 0 || sig > 64)
@@ -327,26 +330,30 @@ static void refresh_handler(int sig)
 		note_handler(sig, &now);
 }
 
-#define SHIM_SIGNAL_WRAPPER(name)                                                  \
-	SHIM_EXPORT sighandler_t name(int sig, sighandler_t h)                     \
-	{                                                                          \
-		static sighandler_t (*real)(int, sighandler_t);                     \
-		if (!real)                                                         \
-			real = (sighandler_t (*)(int, sighandler_t))dlsym(RTLD_NEXT, #name); \
-		sighandler_t r = real ? real(sig, h) : SIG_ERR;                     \
-		refresh_handler(sig);                                              \
-		return r;                                                          \
-	}
-SHIM_SIGNAL_WRAPPER(signal)
-SHIM_SIGNAL_WRAPPER(sysv_signal)
-SHIM_SIGNAL_WRAPPER(bsd_signal)
+SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	sighandler_t r = REAL(signal)(sig, h);
+	refresh_handler(sig);
+	return r;
+}
+
+SHIM_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h)
+{
+	sighandler_t r = REAL(sysv_signal)(sig, h);
+	refresh_handler(sig);
+	return r;
+}
+
+SHIM_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h)
+{
+	sighandler_t r = REAL(bsd_signal)(sig, h);
+	refresh_handler(sig);
+	return r;
+}
 
 SHIM_EXPORT int siginterrupt(int sig, int flag)
 {
-	static int (*real)(int, int);
-	if (!real)
-		real = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
-	int r = real ? real(sig, flag) : -1;
+	int r = REAL(siginterrupt)(sig, flag);
 	refresh_handler(sig);
 	return r;
 }
@@ -355,14 +362,8 @@ static bool may_poll(void)
 {
 	if (!__atomic_load_n(&g_norestart_known, __ATOMIC_ACQUIRE)) {
 		/* handlers installed before the shim's wrapper saw any (none after exec, but a program
-		 * may call the libc's internal sigaction): one look, then the wrapper keeps the set */
-		uint64_t found = 0;
-		for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
-			struct sigaction sa;
-			if (sig != SIGKILL && sig != SIGSTOP && !REAL(sigaction)(sig, NULL, &sa) && catches_without_restart(&sa))
-				found |= 1ull << (sig - 1);
-		}
-		__atomic_fetch_or(&g_norestart, found, __ATOMIC_SEQ_CST);
+		 * may call the libc's internal sigaction): one look, then the wrappers keep the set */
+		__atomic_fetch_or(&g_norestart, handlers_without_restart(), __ATOMIC_SEQ_CST);
 		__atomic_store_n(&g_norestart_known, 1, __ATOMIC_RELEASE);
 	}
 	return __atomic_load_n(&g_norestart, __ATOMIC_ACQUIRE) == 0;
