@@ -5,7 +5,9 @@ plain, under `sluice run --stack kernel` and under `--stack shm`, alternating wi
     sudo .venv/bin/python bench/sockets.py [--runs 3] [--tests redis,nginx,iperf3,pingpong,fairness] [--quick]
 
 Per system (loopback = no shim; kernel and shm = client and server both under the shim; shm-poll =
-shm from a second sluice-stackd started with --poll-us 50, which polls 50 us after activity):
+shm from a second sluice-stackd started with --poll-us 50, which polls 50 us after activity; shm and
+shm-poll connections are direct (docs/sockets.md "Direct connections"); shm-engine = shm-poll with
+the engine kept on the data path, from a third sluice-stackd with --no-direct):
   redis     redis-benchmark SET and GET, 50 clients, -P 1 and -P 16: requests/s; CPU seconds per
             request of server + client (+ sluice-stackd) in the -P 1 runs
   nginx     nginx (1 worker) + wrk (1 thread, 32 connections): requests/s of a 1 KiB file
@@ -37,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, BenchError, machine_info  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
-SYSTEMS = ("loopback", "kernel", "shm", "shm-poll")
+SYSTEMS = ("loopback", "kernel", "shm", "shm-poll", "shm-engine")
 TESTS = ("redis", "nginx", "iperf3", "pingpong", "fairness")
 POLL_US = 50  # shm-poll: sluice-stackd --poll-us 50 (NetKernel's interrupt-driven polling)
 
@@ -78,14 +80,15 @@ def cpu_s(pid: int) -> float:
 class Stack:
     """sluice-stackd in a temp socket dir, and the environment that puts a program under the shim."""
 
-    def __init__(self, poll_us: int = 0):
+    def __init__(self, poll_us: int = 0, direct: bool = True):
         self.dir = tempfile.mkdtemp(prefix="sl-bench-", dir="/tmp")
         os.chmod(self.dir, 0o755)  # nginx's workers run as nobody and connect to stack.sock too
         binary = BUILD / "src" / "stack" / "sluice-stackd"
         self.lib = BUILD / "src" / "sock" / "libsluice-sock.so"
         if not binary.exists() or not self.lib.exists():
             raise BenchError(f"{binary} or {self.lib} is not built (make build)")
-        self.proc = subprocess.Popen([str(binary), "--socket-dir", self.dir, "--poll-us", str(poll_us)],
+        self.proc = subprocess.Popen([str(binary), "--socket-dir", self.dir, "--poll-us", str(poll_us),
+                                      *([] if direct else ["--no-direct"])],
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         if "ready" not in line:
@@ -95,6 +98,8 @@ class Stack:
         env = dict(os.environ)
         if system == "shm-poll":  # the same module, from the sluice-stackd that polls (--poll-us)
             return self.polling.env("shm", rate_bps)
+        if system == "shm-engine":  # and from the one that polls with the engine on the data path
+            return self.engine_path.env("shm", rate_bps)
         if system != "loopback":
             env.update(LD_PRELOAD=str(self.lib), SLUICE_STACK=system, SLUICE_SOCKET_DIR=self.dir)
             if rate_bps:
@@ -130,7 +135,7 @@ def run_redis(st: Stack, system: str, n: int) -> dict:
     try:
         wait_port(port, srv, "redis-server", st.env(system))
         for pipeline in (1, 16):
-            engine = st.polling.proc.pid if system == "shm-poll" else st.proc.pid
+            engine = {"shm-poll": st.polling, "shm-engine": st.engine_path}.get(system, st).proc.pid
             c0, s0, k0 = time.time(), cpu_s(srv.pid), cpu_s(engine)
             r0 = os.times()
             res = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-t", "set,get", "-c", "50",
@@ -296,12 +301,13 @@ def main() -> int:
     if bad:
         raise BenchError(f"unknown test or system: {', '.join(bad)} (tests: {', '.join(TESTS)}; "
                          f"systems: {', '.join(SYSTEMS)})")
-    n, secs, rounds, fair_s = (20000, 4, 20000, 8) if not a.quick else (500, 1, 500, 2)
+    n, secs, rounds, fair_s = (100000, 4, 20000, 8) if not a.quick else (500, 1, 500, 2)
     if a.quick:
         a.runs = 1
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     st = Stack()
     st.polling = Stack(POLL_US)
+    st.engine_path = Stack(POLL_US, direct=False)
     raw: dict = {}
     fair = None
     try:
@@ -326,6 +332,7 @@ def main() -> int:
     finally:
         st.close()
         st.polling.close()
+        st.engine_path.close()
     rows = [{"scenario": "sockets", "metric": k, "system": s, "median": statistics.median(v), "min": min(v),
              "max": max(v), "runs": v} for (k, s), v in raw.items()]
     print(f"\n{'metric':<24} " + " ".join(f"{s:>22}" for s in systems))

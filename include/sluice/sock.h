@@ -79,6 +79,10 @@ enum sl_nqe_op {
 	SL_NQE_CONNECT_DGRAM_CLEAR = 13, /* connect(AF_UNSPEC) on a datagram socket */
 	SL_NQE_KICK = 14,      /* no arguments, completion 0: serve this socket. A kick that found the
 	                        * placeholder full of filler (send() -> EAGAIN) goes this way instead */
+	SL_NQE_ATTACH = 15,    /* a socket whose slot says SL_SK_S_DIRECT ("Direct connections").
+	                        * arg0 = 0: result = this end's half (0 or 1), fd = the connection's memfd;
+	                        * arg0 = 1: result 0, fd = the peer's placeholder (engine end), or
+	                        * -ENOTCONN once the peer is gone */
 };
 
 /* NQE flags */
@@ -138,6 +142,8 @@ _Static_assert(sizeof(struct sl_sk_dgram) == 36, "datagram record header is 36 b
 #define SL_SK_S_TX_CLOSED  0x10u /* the peer is gone (reset/EPIPE): sends fail with `error` */
 #define SL_SK_S_SHUT_WR    0x20u /* shutdown(SHUT_WR) asked: the shim refuses further sends */
 #define SL_SK_S_SHM        0x40u /* this connection runs on the shm module */
+#define SL_SK_S_DIRECT     0x80u /* region slot only: the socket lives in a connection memfd now
+                                  * (ATTACH it; "Direct connections" below) */
 
 /* sl_sk_slot.rd_token (the readable token, below) */
 #define SL_SK_TOKEN_WRITING 2u
@@ -158,7 +164,9 @@ struct sl_sk_slot {
 	volatile uint32_t tx_kick;   /* 1 while a kick for new send-ring data is on its way */
 	volatile uint32_t rx_wanted; /* 1 when the engine stopped filling a full receive ring */
 	volatile uint32_t rx_spin;   /* app: 1 while a thread polls the receive ring (no token wanted) */
-	uint32_t pad1[12];
+	volatile uint32_t peer_tokens; /* direct: tokens the peer put (its count: statistics only) */
+	volatile uint32_t peer_polled; /* direct: tokens the peer left out as rx_spin was 1 (the same) */
+	uint32_t pad1[10];
 	struct sl_sk_ring rx;        /* engine produces, app consumes */
 	struct sl_sk_ring tx;        /* app produces, engine consumes */
 	/* then: rx data (ring_bytes), tx data (ring_bytes), at the offsets sl_sk_rx_data/_tx_data give */
@@ -256,7 +264,25 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
  * After taking receive-ring data, if
  * (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the
  * placeholder is not writable; the engine leaves bytes in its end while the send ring is more than
- * 3/4 full and reads them all once it is not. */
+ * 3/4 full and reads them all once it is not.
+ *
+ * Direct connections (shm module, both ends of the same uid and without a rate limit): the engine
+ * leaves the data path. At connect it makes one memfd for the connection holding two slots laid out
+ * as in a region (slot_bytes apart), half 0 the connecting end's, half 1 the accepted end's; from
+ * then on it writes each end's state, error and tokens there, and sets SL_SK_S_DIRECT in the
+ * region slots, which it no longer touches. The shim ATTACHes: maps the memfd and takes a copy of
+ * the peer's placeholder engine end (kept at a high fd the program cannot close). A sender puts its
+ * bytes straight into the PEER's receive ring (rx of the other half) and then plays the engine's
+ * part of the readable token for the peer: seq_cst fence; if the peer's rx_spin is 1, nothing;
+ * else if CAS(&peer.rd_token, 0, WRITING): look again, write one byte into the peer's engine end if
+ * still readable, store PRESENT (else 0). So a message costs the engine nothing. A full peer ring:
+ * the sender fills its own placeholder as before; the engine, reading that filler, leaves it while
+ * the peer's ring is more than 3/4 full and sets the peer's rx_wanted, so the peer's next receive
+ * kicks it. End of stream, resets and close stay the engine's (it sees the calls and the
+ * placeholders), and it still checks every index it reads there. Either end can write the whole
+ * connection memfd and its peer's engine end: a hostile peer can end or stall that connection (as
+ * it could by never reading), nothing else; every reader checks indices (0 <= tail - head <= ring
+ * size) and a reader waits at most ~50 ms for a WRITING token that never settles. */
 
 #ifdef __cplusplus
 }

@@ -226,17 +226,18 @@ NF_DEFAULTS = {
 
 
 # `stack:` (docs/sockets.md "Who serves the sockets"): `sluice up` also runs sluice-stackd, the socket
-# service of `sluice run`, in the same socket dir. Its options are sluice-stackd's --ring-kb, --slots
-# and --poll-us.
+# service of `sluice run`, in the same socket dir. Its options are sluice-stackd's --ring-kb, --slots,
+# --poll-us and --no-direct.
 STACK_DEFAULTS = {
     "ring_kb": 256,     # each socket's send and receive ring, KiB: a power of two 4..16384
     "slots": 1024,      # sockets per program, 1..65536
     "poll_us": 0,       # poll this long after activity before sleeping, 0..10000 (docs/sockets.md "Polling")
+    "direct": True,     # shm connections of one owner bypass the engine (docs/sockets.md "Direct connections")
 }
 
 
 def _stack(v, path="stack"):
-    """stack: true | {ring_kb, slots, poll_us} | null (the key alone): the socket service with these options;
+    """stack: true | {ring_kb, slots, poll_us, direct} | null (the key alone): the socket service with these options;
     stack: false: none. Returns the options, or None for no service."""
     if v is False:
         return None
@@ -244,7 +245,7 @@ def _stack(v, path="stack"):
     if v is None or v is True:
         return out
     if not isinstance(v, dict):
-        raise ConfigError(path, f"must be true, false or a mapping with ring_kb, slots, poll_us (got {_type_name(v)} {v!r})")
+        raise ConfigError(path, f"must be true, false or a mapping with ring_kb, slots, poll_us, direct (got {_type_name(v)} {v!r})")
     _mapping(v, path, list(STACK_DEFAULTS))
     if "ring_kb" in v:
         out["ring_kb"] = _pow2(v["ring_kb"], f"{path}.ring_kb", 4, 16384)
@@ -252,6 +253,10 @@ def _stack(v, path="stack"):
         out["slots"] = _int(v["slots"], f"{path}.slots", 1, 65536)
     if "poll_us" in v:
         out["poll_us"] = _int(v["poll_us"], f"{path}.poll_us", 0, 10000)
+    if "direct" in v:
+        if not isinstance(v["direct"], bool):
+            raise ConfigError(f"{path}.direct", f"must be true or false (got {_type_name(v['direct'])} {v['direct']!r})")
+        out["direct"] = v["direct"]
     return out
 
 

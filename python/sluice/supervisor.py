@@ -261,7 +261,7 @@ def stack_paths(socket_dir):
 def stack_argv(stackd, socket_dir, stack):
     """sluice-stackd's command line for the config's normalized `stack:` options."""
     return [stackd, "--socket-dir", socket_dir, "--ring-kb", str(stack["ring_kb"]), "--slots", str(stack["slots"]),
-            "--poll-us", str(stack.get("poll_us", 0))]
+            "--poll-us", str(stack.get("poll_us", 0)), *([] if stack.get("direct", True) else ["--no-direct"])]
 
 
 def nf_program(nf, builtins):

@@ -636,6 +636,122 @@ int shim_call(uint8_t op, uint32_t sock, uint8_t flags, uint64_t arg0, uint64_t 
 	return resp.result;
 }
 
+/* ---- direct connections (sock.h "Direct connections") ---- */
+
+/* what a socket whose connection cannot be attached (gone meanwhile) looks like: ended */
+static struct sl_sk_slot g_dead_slot = { .state = SL_SK_S_CONNECTED | SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED };
+
+static void direct_detach(struct slocal *lo, uint64_t bytes)
+{
+	__atomic_store_n(&lo->dsl, NULL, __ATOMIC_RELEASE);
+	if (lo->dbase)
+		munmap(lo->dbase, bytes);
+	if (lo->dpfd > 0) {
+		fdt_set(lo->dpfd, 0);
+		REAL(close)(lo->dpfd);
+	}
+	lo->dbase = NULL;
+	lo->dpfd = -1;
+}
+
+/* The peer of a direct connection holds a copy of each of our placeholders' engine ends (and we of
+ * its), so the service's death alone does not hang them up, as it does every other placeholder. A
+ * thread of the shim, started with the program's first direct connection, waits on a channel of
+ * its own for that death and then shuts down every peer engine end this program holds: the peers'
+ * placeholders hang up as if the service had closed them, and theirs do ours the same way. */
+static pthread_mutex_t g_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t g_watch_pid;
+
+static void *direct_watch(void *arg)
+{
+	struct pollfd p = { .fd = (int)(intptr_t)arg, .events = POLLRDHUP };
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	for (uint32_t i = 0; i < shim_nslots; i++) {
+		int f = __atomic_load_n(&shim_slocal[i].dpfd, __ATOMIC_RELAXED);
+		if (f > 0)
+			REAL(shutdown)(f, SHUT_RDWR); /* not close: a sender may be using the fd number */
+	}
+	return NULL;
+}
+
+static void direct_watch_start(void)
+{
+	pthread_mutex_lock(&g_watch_lock);
+	if (g_watch_pid != getpid()) {
+		int err = 0;
+		struct chan *c = chan_new(true, &err);
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's handlers never run on it */
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&at, 64 * 1024);
+		pthread_t t;
+		if (c && pthread_create(&t, &at, direct_watch, (void *)(intptr_t)c->fd) == 0)
+			g_watch_pid = getpid();
+		pthread_attr_destroy(&at);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_mutex_unlock(&g_watch_lock);
+}
+
+static struct sl_sk_slot *direct_attach(uint32_t slot, struct slocal *lo, uint32_t gen)
+{
+	uint64_t sb = ((struct sl_sk_region *)shim_region)->slot_bytes;
+	direct_detach(lo, 2 * sb); /* the slot's last connection: its socket is closed (the slot is new) */
+	int mfd = -1, pfd = -1;
+	int half = shim_call(SL_NQE_ATTACH, slot, SL_NQE_F_CLOEXEC, 0, 0, NULL, 0, NULL, NULL, &mfd, true);
+	if (half < 0 || half > 1 || mfd < 0) {
+		if (mfd >= 0)
+			REAL(close)(mfd);
+		return &g_dead_slot;
+	}
+	void *base = mmap(NULL, 2 * sb, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	REAL(close)(mfd);
+	if (base == MAP_FAILED) {
+		say("cannot map a connection of socket %u: %s", slot, strerror(errno));
+		return &g_dead_slot;
+	}
+	/* the peer's engine end, for its tokens; without it (the peer gone) kicks ask the engine */
+	if (shim_call(SL_NQE_ATTACH, slot, SL_NQE_F_CLOEXEC, 1, 0, NULL, 0, NULL, NULL, &pfd, true) < 0)
+		pfd = -1;
+	if (pfd >= 0) {
+		int hi = REAL(fcntl)(pfd, F_DUPFD_CLOEXEC, g_fd_base);
+		if (hi >= 0) {
+			REAL(close)(pfd);
+			pfd = hi;
+		}
+		if (pfd > 0)
+			fdt_set(pfd, FDT_INTERNAL); /* the program cannot close it or dup over it */
+	}
+	lo->dbase = base;
+	lo->dpfd = pfd;
+	lo->dpeer = (struct sl_sk_slot *)((uint8_t *)base + (uint64_t)(1 - half) * sb);
+	lo->dgen = gen;
+	if (pfd > 0)
+		direct_watch_start();
+	struct sl_sk_slot *sl = (struct sl_sk_slot *)((uint8_t *)base + (uint64_t)half * sb);
+	__atomic_store_n(&lo->dsl, sl, __ATOMIC_RELEASE);
+	return sl;
+}
+
+struct sl_sk_slot *shim_direct_slot(uint32_t slot, struct sl_sk_slot *r)
+{
+	struct slocal *lo = &shim_slocal[slot];
+	uint32_t gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
+	struct sl_sk_slot *sl = __atomic_load_n(&lo->dsl, __ATOMIC_ACQUIRE);
+	if (SHIM_LIKELY(sl && lo->dgen == gen))
+		return sl;
+	spin_lock(&lo->dlock);
+	sl = lo->dsl;
+	if (!sl || lo->dgen != gen)
+		sl = direct_attach(slot, lo, gen);
+	spin_unlock(&lo->dlock);
+	return sl;
+}
+
 int shim_take_error(uint32_t slot)
 {
 	int v = 0;
@@ -708,6 +824,7 @@ static void atfork_child(void)
 		for (uint32_t i = 0; i < shim_nslots; i++) {
 			shim_slocal[i].rxlock = 0;
 			shim_slocal[i].txlock = 0;
+			shim_slocal[i].dlock = 0;
 		}
 	pthread_mutex_unlock(&g_chan_lock);
 	pthread_mutex_unlock(&g_init_lock);

@@ -110,15 +110,41 @@ struct slocal {
 	volatile uint32_t dgram_connected; /* a datagram socket with a default peer */
 	struct timeval rcvtimeo, sndtimeo; /* SO_RCVTIMEO/SO_SNDTIMEO, kept here: 0 = forever,
 	                                    * tv_usec -1 = do not wait (a negative time) */
+	/* a direct connection (sock.h "Direct connections"), attached for the region slot's gen */
+	struct sl_sk_slot *volatile dsl; /* this end's half of the connection memfd, NULL: none */
+	struct sl_sk_slot *dpeer;          /* the peer's half: its receive ring is where we send */
+	void *dbase;
+	uint32_t dgen;
+	int dpfd;                          /* the peer's placeholder engine end (a hidden fd), or -1 */
+	volatile uint32_t dlock;
 };
 
 extern void *shim_region;        /* NULL until the first socket() */
 extern uint32_t shim_nslots, shim_rb;
 extern struct slocal *shim_slocal;
 
+/* A socket's shared state: its region slot, or once the engine has made the connection direct
+ * (SL_SK_S_DIRECT there), its half of the connection memfd, attached on first sight (shim.c). */
+struct sl_sk_slot *shim_direct_slot(uint32_t slot, struct sl_sk_slot *region_slot);
 static inline struct sl_sk_slot *slot_of(uint32_t slot)
 {
-	return sl_sk_slot_at(shim_region, slot);
+	struct sl_sk_slot *r = sl_sk_slot_at(shim_region, slot);
+	if (SHIM_LIKELY(!(__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) & SL_SK_S_DIRECT)))
+		return r;
+	return shim_direct_slot(slot, r);
+}
+
+/* The ring a stream's bytes go into: its send ring, or on a direct connection the peer's receive
+ * ring (the peer's shim takes them from there). */
+static inline struct sl_sk_ring *send_ring(uint32_t slot, struct sl_sk_slot *sl, uint8_t **data)
+{
+	struct slocal *lo = &shim_slocal[slot];
+	if (SHIM_UNLIKELY(sl == lo->dsl && sl)) {
+		*data = sl_sk_rx_data(lo->dpeer);
+		return &lo->dpeer->rx;
+	}
+	*data = sl_sk_tx_data(sl, shim_rb);
+	return &sl->tx;
 }
 
 /* ---- spin locks (per socket, uncontended in practice) ---- */

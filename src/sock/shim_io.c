@@ -257,12 +257,13 @@ static int drain(int fd, struct sl_sk_slot *sl)
 /* The send ring has less room than `need` (or a connect is under way): make the placeholder not
  * writable, then look at the ring again. 1: room appeared meanwhile (the engine may have read the
  * filler already: go on sending), 0: wait or EAGAIN, <0: gone. */
-static int block_out(int fd, struct sl_sk_slot *sl, uint64_t need, bool connected)
+static int block_out(int fd, struct sl_sk_ring *ring, uint64_t need, bool connected)
 {
 	int r = sk_fill(fd);
 	if (r < 0)
 		return r;
-	return connected && shim_rb - (sl->tx.tail - sl_sk_load_acquire(&sl->tx.head)) >= need;
+	uint64_t used = sl_sk_load_acquire(&ring->tail) - sl_sk_load_acquire(&ring->head);
+	return connected && used <= shim_rb && shim_rb - used >= need;
 }
 
 static bool stream_readable(struct sl_sk_slot *sl)
@@ -387,17 +388,64 @@ static bool poll_ring(uint32_t slot, int kind, const struct timeval *tmo)
 	return got || readable(sl, kind); /* the last look: data published before the engine saw 0 */
 }
 
-/* rd_token, once the engine is not in the middle of writing a byte (WRITING lasts one send()) */
+/* rd_token, once its writer is not in the middle of writing a byte (WRITING lasts one send()). On a
+ * direct connection the writer may be the peer program, which can die or lie there: after 50 ms
+ * the token is taken back from WRITING, which at worst leaves a byte in the placeholder for nothing
+ * (a writer that goes on stores PRESENT or 0 over it, both right). */
 static int token_settled(int fd, struct sl_sk_slot *sl, uint32_t *t)
 {
+	int64_t give_up = 0;
 	for (unsigned spins = 0; (*t = __atomic_load_n(&sl->rd_token, __ATOMIC_SEQ_CST)) == SL_SK_TOKEN_WRITING; spins++) {
-		if ((spins & 63) == 63 && placeholder_hup(fd)) {
-			shim_placeholder_gone();
-			return -ECONNRESET;
+		if ((spins & 63) == 63) {
+			if (placeholder_hup(fd)) {
+				shim_placeholder_gone();
+				return -ECONNRESET;
+			}
+			int64_t now = now_ns();
+			if (!give_up)
+				give_up = now + 50 * 1000000ll;
+			else if (now > give_up)
+				sl_sk_cas(&sl->rd_token, SL_SK_TOKEN_WRITING, 0);
 		}
 		sched_yield();
 	}
 	return 0;
+}
+
+/* A direct sender's share of the readable token (sock.h "Direct connections"): what the engine's
+ * sk_token does, for the peer's half, written into the peer's placeholder through its engine end.
+ * Without that fd (the peer went away meanwhile, or the program closed every fd) the engine is
+ * asked with a kick, as it serves a direct end's peer too. */
+static void direct_token(int fd, uint32_t slot, struct sl_sk_slot *peer, int pfd)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&peer->rx_spin, __ATOMIC_RELAXED)) {
+		__atomic_fetch_add(&peer->peer_polled, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	if (!sl_sk_cas(&peer->rd_token, 0, SL_SK_TOKEN_WRITING))
+		return;
+	if (!stream_readable(peer)) { /* taken meanwhile */
+		__atomic_store_n(&peer->rd_token, 0, __ATOMIC_SEQ_CST);
+		return;
+	}
+	int e = errno;
+	ssize_t w = -1;
+	if (pfd > 0) {
+		char t = 't';
+		do
+			w = REAL(send)(pfd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		while (w < 0 && errno == EINTR);
+	}
+	if (w < 0 && (pfd <= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))) {
+		__atomic_store_n(&peer->rd_token, 0, __ATOMIC_SEQ_CST);
+		shim_kick(fd, slot);
+		errno = e;
+		return;
+	}
+	errno = e;
+	__atomic_fetch_add(&peer->peer_tokens, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&peer->rd_token, SL_SK_TOKEN_PRESENT, __ATOMIC_SEQ_CST);
 }
 
 /* The socket was found not readable: take the token back (sock.h "The readable token"). The caller
@@ -566,7 +614,9 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 	const uint32_t rb = shim_rb;
-	uint8_t *data = sl_sk_tx_data(sl, rb);
+	uint8_t *data;
+	struct sl_sk_ring *ring = send_ring(slot, sl, &data);
+	struct sl_sk_slot *peer = ring == &sl->tx ? NULL : lo->dpeer; /* direct: we play the engine */
 	size_t sent = 0;
 	int nb = (flags & MSG_DONTWAIT) ? 1 : -1;
 	int64_t dl = 0;
@@ -597,7 +647,8 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 				return 0;
 			size_t n = 0;
 			spin_lock(&lo->txlock);
-			uint64_t tail = sl->tx.tail, head = sl_sk_load_acquire(&sl->tx.head);
+			/* direct: the peer can write its ring's tail too; what it breaks is only this connection */
+			uint64_t tail = peer ? sl_sk_load_acquire(&ring->tail) : ring->tail, head = sl_sk_load_acquire(&ring->head);
 			uint64_t used = tail - head;
 			if (used > rb) {
 				spin_unlock(&lo->txlock);
@@ -606,17 +657,19 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 			n = rb - used < total - sent ? (size_t)(rb - used) : total - sent;
 			if (n) {
 				iov_to_ring(data, rb, tail, c, n);
-				sl_sk_store_release(&sl->tx.tail, tail + n);
+				sl_sk_store_release(&ring->tail, tail + n);
 				sent += n;
 			}
 			spin_unlock(&lo->txlock);
-			if (n)
+			if (n && peer)
+				direct_token(fd, slot, peer, lo->dpfd);
+			else if (n)
 				tx_doorbell(fd, slot, sl);
 			if (sent == total)
 				return (ssize_t)sent;
 		}
 		/* the ring is full (or the connect is under way): make the placeholder not writable */
-		int r = block_out(fd, sl, 1, connected);
+		int r = block_out(fd, ring, 1, connected);
 		if (r < 0)
 			return sent ? (ssize_t)sent : r;
 		if (r > 0)
@@ -809,7 +862,7 @@ static ssize_t dgram_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 			tx_doorbell(fd, slot, sl);
 			return (ssize_t)total;
 		}
-		int r = block_out(fd, sl, need, true);
+		int r = block_out(fd, &sl->tx, need, true);
 		if (r < 0)
 			return r;
 		if (r > 0)
@@ -1141,7 +1194,9 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 	}
 	int v;
 	if (req == TIOCOUTQ) {
-		uint64_t used = sl->tx.tail - sl_sk_load_acquire(&sl->tx.head);
+		uint8_t *data;
+		struct sl_sk_ring *ring = send_ring(slot, sl, &data);
+		uint64_t used = sl_sk_load_acquire(&ring->tail) - sl_sk_load_acquire(&ring->head);
 		v = used > shim_rb ? 0 : (int)used;
 	} else if (lo->type == SOCK_DGRAM) {
 		struct sl_sk_dgram h;

@@ -66,6 +66,7 @@ static int listen_unix(const char *path, int type, mode_t mode)
 int engine_init(const struct stackd_cfg *c)
 {
 	cfg = *c;
+	g_direct = !cfg.no_direct;
 	start_ns = now_ns();
 	FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "r");
 	if (f) {
@@ -396,6 +397,21 @@ static int op_accept(struct sk *l, int *fd_out, struct sockaddr_storage *peer, s
 	return (int)a->slot;
 }
 
+/* sock.h SL_NQE_ATTACH: what the shim of a direct end needs, one fd per call */
+static int op_attach(struct sk *s, uint64_t what, int *fd_out)
+{
+	if (!s->conn)
+		return -EINVAL;
+	if (what == 0) {
+		*fd_out = s->conn->memfd;
+		return (int)s->half;
+	}
+	if (!s->peer || s->peer->efd < 0 || s->peer->app_closed || s->peer->efd_shut)
+		return -ENOTCONN;
+	*fd_out = s->peer->efd;
+	return 0;
+}
+
 static int op_shutdown(struct sk *s, int how)
 {
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
@@ -539,6 +555,17 @@ static const char *stack_name(int stack)
 
 static size_t app_json(struct app *a, char *buf, size_t cap)
 {
+	uint64_t tx = a->tx_bytes, rx = a->rx_bytes; /* and what its direct sockets moved so far */
+	for (uint32_t i = 0, seen = 0; i < a->nslots && seen < a->nsocks; i++) {
+		struct sk *s = a->socks[i];
+		if (!s)
+			continue;
+		seen++;
+		uint64_t t, r;
+		sk_direct_bytes(s, &t, &r);
+		tx += t;
+		rx += r;
+	}
 	size_t n = (size_t)snprintf(buf, cap, "{\"id\":%llu,\"name\":\"%s\",\"pids\":[", (unsigned long long)a->id, a->name);
 	for (uint32_t i = 0; i < a->npids && n < cap; i++)
 		n += (size_t)snprintf(buf + n, cap - n, "%s%d", i ? "," : "", a->pids[i]);
@@ -548,7 +575,7 @@ static size_t app_json(struct app *a, char *buf, size_t cap)
 			"\"throttled\":%llu,\"conns_kernel\":%llu,\"conns_shm\":%llu,\"calls\":%llu,"
 			"\"unknown_options\":%llu,\"resets\":%llu,\"region_bytes\":%llu}",
 			stack_name(a->stack), (unsigned long long)a->rate_Bps * 8, a->nsocks,
-			(unsigned long long)a->tx_bytes, (unsigned long long)a->rx_bytes,
+			(unsigned long long)tx, (unsigned long long)rx,
 			(unsigned long long)a->throttled, (unsigned long long)a->conns_kernel,
 			(unsigned long long)a->conns_shm, (unsigned long long)a->calls,
 			(unsigned long long)a->unknown_opts, (unsigned long long)a->resets,
@@ -669,6 +696,9 @@ static void chan_call(struct chan *ch, struct sl_nqe *q, const uint8_t *p, uint1
 	case SL_NQE_KICK:
 		rc = 0;
 		break;
+	case SL_NQE_ATTACH:
+		rc = op_attach(s, q->arg0, &fd);
+		break;
 	default:
 		rc = -EOPNOTSUPP;
 	}
@@ -679,7 +709,7 @@ done:
 	/* an fd the app now has a copy of (or never will): ours goes, except the region's */
 	if (fd >= 0 && q->op != SL_NQE_HELLO) {
 		struct sk *s2 = rc >= 0 ? sk_of(ch, (uint32_t)rc) : NULL;
-		if (s2 && s2->app_fd == fd) {
+		if (s2 && s2->app_fd == fd && q->op != SL_NQE_ATTACH) {
 			close(fd);
 			s2->app_fd = -1;
 			if (sent < 0) /* the app never gets it: the socket is as good as closed */
@@ -750,6 +780,8 @@ static void service(struct sk *s)
 		shm_service(s, TURN_BYTES);
 		if (s->peer && s->peer->app_closed)
 			sk_work(s->peer);
+		if (s->conn && s->peer && s->peer->bytes_waiting) /* this end took data: the peer may write again */
+			sk_drain_bytes(s->peer);
 	} else if (s->kfd >= 0) {
 		kstack_service(s, TURN_BYTES);
 	}
@@ -763,6 +795,8 @@ static void service(struct sk *s)
 		       (s->mode == SL_SK_STACK_SHM && !s->peer);
 	if (s->mode == SL_SK_STACK_SHM && s->peer && !s->shut_wr_done)
 		flushed = false;
+	if (s->conn) /* what it sent is in the peer's ring, which outlives it */
+		flushed = s->broken || !s->peer || s->shut_wr_done;
 	if (flushed)
 		close_now(s);
 }
@@ -797,7 +831,7 @@ static int outq(int fd)
 
 static void ctl_answer(struct ctl *c, const char *line)
 {
-	size_t cap = 65536 + (size_t)g_nsocks * 64;
+	size_t cap = 65536 + (size_t)g_nsocks * 1024; /* a socket's line is under 1000 bytes */
 	for (struct app *a = g_apps; a; a = a->next)
 		cap += 1024;
 	char *out = malloc(cap);
@@ -812,9 +846,10 @@ static void ctl_answer(struct ctl *c, const char *line)
 	if (strstr(line, "\"status\"")) {
 		n = (size_t)snprintf(out, cap,
 			"{\"ok\":true,\"version\":\"%s\",\"pid\":%d,\"uptime_s\":%.1f,\"apps\":%llu,\"sockets\":%llu,"
-			"\"region_bytes\":%llu,\"poll_us\":%u,\"socket\":\"%s\"}\n",
+			"\"region_bytes\":%llu,\"poll_us\":%u,\"direct\":%s,\"socket\":\"%s\"}\n",
 			STACKD_VERSION, getpid(), (double)(now_ns() - start_ns) / 1e9, (unsigned long long)napps,
-			(unsigned long long)g_nsocks, (unsigned long long)region, cfg.poll_us, path_stack);
+			(unsigned long long)g_nsocks, (unsigned long long)region, cfg.poll_us, g_direct ? "true" : "false",
+			path_stack);
 	} else if (strstr(line, "\"stats\"") || strstr(line, "\"apps\"")) {
 		n = (size_t)snprintf(out, cap, "{\"ok\":true,\"apps_total\":%llu,\"sockets\":%llu,\"calls\":%llu,"
 				     "\"protocol_errors\":%llu,\"apps\":[",
@@ -830,23 +865,27 @@ static void ctl_answer(struct ctl *c, const char *line)
 		n = (size_t)snprintf(out, cap, "{\"ok\":true,\"sockets\":[");
 		bool first = true;
 		for (struct app *a = g_apps; a; a = a->next)
-			for (uint32_t i = 0; i < a->nslots && n < cap - 600; i++) {
+			for (uint32_t i = 0; i < a->nslots && n < cap - 1000; i++) {
 				struct sk *s = a->socks[i];
 				if (!s)
 					continue;
+				uint64_t dtx, drx;
+				sk_direct_bytes(s, &dtx, &drx);
 				n += (size_t)snprintf(out + n, cap - n,
 					"%s{\"app\":%llu,\"slot\":%u,\"type\":\"%s\",\"module\":\"%s\",\"state\":%d,"
 					"\"flags\":%u,\"error\":%d,\"tx_queued\":%llu,\"rx_queued\":%llu,\"tx_bytes\":%llu,"
 					"\"rx_bytes\":%llu,\"rd_token\":%u,\"rx_wanted\":%u,\"bytes_waiting\":%d,"
 					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"eof_shown\":%d,"
-					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"tokens_polled\":%llu,\"token_fail\":%llu,\"queued\":%d,\"throttled\":%d,\"peer\":%s}",
+					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"tokens_polled\":%llu,\"token_fail\":%llu,\"queued\":%d,\"throttled\":%d,\"peer\":%s,\"direct\":%s}",
 					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
 					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
 					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
-					(unsigned long long)s->tx_bytes, (unsigned long long)s->rx_bytes, s->sh->rd_token,
+					(unsigned long long)(s->tx_bytes + dtx), (unsigned long long)(s->rx_bytes + drx), s->sh->rd_token,
 					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed, s->efd_shut,
-					outq(s->efd), (unsigned long long)s->token_sent, (unsigned long long)s->token_polled, (unsigned long long)s->token_fail, s->in_work, s->throttled,
-					s->peer ? "true" : "false");
+					outq(s->efd), (unsigned long long)(s->token_sent + (s->conn ? s->sh->peer_tokens : 0)),
+					(unsigned long long)(s->token_polled + (s->conn ? s->sh->peer_polled : 0)),
+					(unsigned long long)s->token_fail, s->in_work, s->throttled,
+					s->peer ? "true" : "false", s->conn ? "true" : "false");
 				first = false;
 			}
 		n += (size_t)snprintf(out + n, cap - n, "]}\n");

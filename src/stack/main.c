@@ -24,7 +24,7 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sluice-stackd [--socket-dir DIR] [--ring-kb N] [--slots N] [--poll-us N]\n"
+		"usage: sluice-stackd [--socket-dir DIR] [--ring-kb N] [--slots N] [--poll-us N] [--no-direct]\n"
 		"\n"
 		"The Sluice socket service (docs/sockets.md): serves the sockets of programs started with\n"
 		"`sluice run` on DIR/stack.sock; control API (newline-delimited JSON: status, stats) on\n"
@@ -34,7 +34,9 @@ static void usage(FILE *f)
 		"  --ring-kb N       each socket's send and receive ring, KiB, a power of two 4..16384 (256)\n"
 		"  --slots N         sockets per program, 1..65536 (1024)\n"
 		"  --poll-us N       after activity, poll N us before sleeping, 0..10000 (0: always sleep);\n"
-		"                    lower latency for a core's worth of CPU while busy\n");
+		"                    lower latency for a core's worth of CPU while busy\n"
+		"  --no-direct       keep the engine on the data path of shm connections (by default the\n"
+		"                    two ends of one owner without a rate limit move bytes themselves)\n");
 }
 
 static long parse_num(const char *opt, const char *s, long lo, long hi)
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
 		{ "ring-kb", required_argument, NULL, 'r' },
 		{ "slots", required_argument, NULL, 's' },
 		{ "poll-us", required_argument, NULL, 'p' },
+		{ "no-direct", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -82,6 +85,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			cfg.poll_us = (uint32_t)parse_num("--poll-us", optarg, 0, 10000);
+			break;
+		case 'D':
+			cfg.no_direct = true;
 			break;
 		case 'h':
 			usage(stdout);

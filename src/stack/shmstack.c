@@ -7,7 +7,11 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stackd.h"
 
@@ -157,6 +161,24 @@ void shm_unbind(struct sk *s)
 	s->in_table = false;
 }
 
+/* Closed by its program already, though the engine has not served the hang-up yet: a kernel socket's
+ * close frees its port at once, and a program that closes and binds again (iperf3 -s between
+ * tests) must not find it taken. */
+static bool closed_now(struct sk *e)
+{
+	if (e->app_closed)
+		return true;
+	if (e->efd < 0 || e->app_fd >= 0) /* app_fd: the program does not have it yet */
+		return false;
+	struct pollfd p = { .fd = e->efd, .events = POLLRDHUP };
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+		e->app_closed = true;
+		sk_work(e);
+		return true;
+	}
+	return false;
+}
+
 int shm_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_storage ss = { 0 };
@@ -171,7 +193,7 @@ int shm_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 			struct naddr en;
 			norm(&e->local, &en);
 			if (e->type == s->type && en.port == n.port && binds_overlap(e->v6only, &en, s->v6only, &n) &&
-			    !(s->reuseaddr && e->reuseaddr && e->state != SK_LISTEN))
+			    !(s->reuseaddr && e->reuseaddr && e->state != SK_LISTEN) && !closed_now(e))
 				return -EADDRINUSE;
 		}
 	}
@@ -266,8 +288,53 @@ int shm_connect(struct sk *c, struct sk *l, const struct sockaddr *sa, socklen_t
 	sk_listener_update(l);
 	c->app->conns_shm++;
 	l->app->conns_shm++;
+	shm_direct(c, a);
 	sk_token(l);
 	return 0;
+}
+
+/* The engine leaves the data path of c and a (sock.h "Direct connections") when it may: streams of
+ * one owner, neither held to a rate (the engine meters only what it moves). Else, or when the memfd
+ * cannot be made, the connection stays on the engine path: both work. */
+void shm_direct(struct sk *c, struct sk *a)
+{
+	struct sl_sk_region *rc = c->app->base, *ra = a->app->base;
+	if (!g_direct || c->type != SOCK_STREAM || c->app->rate_Bps || a->app->rate_Bps ||
+	    c->app->uid != a->app->uid || rc->ring_bytes != ra->ring_bytes || rc->slot_bytes != ra->slot_bytes)
+		return;
+	uint64_t sb = rc->slot_bytes;
+	struct conn *k = calloc(1, sizeof(*k));
+	if (!k)
+		return;
+	k->size = 2 * sb;
+	k->memfd = memfd_create("sluice-conn", MFD_CLOEXEC);
+	if (k->memfd < 0 || ftruncate(k->memfd, (off_t)k->size) < 0 ||
+	    (k->base = mmap(NULL, k->size, PROT_READ | PROT_WRITE, MAP_SHARED, k->memfd, 0)) == MAP_FAILED) {
+		sk_log("direct connection memfd: %s (the connection stays on the engine path)", strerror(errno));
+		if (k->memfd >= 0)
+			close(k->memfd);
+		free(k);
+		return;
+	}
+	k->refs = 2;
+	struct sk *end[2] = { c, a };
+	struct sl_sk_slot *half[2] = { k->base, (struct sl_sk_slot *)((uint8_t *)k->base + sb) };
+	for (int i = 0; i < 2; i++) {
+		struct sl_sk_slot *old = end[i]->sh, *n = half[i];
+		n->gen = old->gen;
+		n->domain = old->domain;
+		n->type = old->type;
+		n->error = old->error;
+		n->state = old->state;
+		end[i]->conn = k;
+		end[i]->half = (uint32_t)i;
+		end[i]->dpeer = half[1 - i];
+		end[i]->sh = n;
+		end[i]->rxd = sl_sk_rx_data(n);
+		end[i]->txd = NULL; /* a direct end sends into its peer's ring, which the peer's shim reads */
+		/* the region slot is left as it is now, plus DIRECT: the shim ATTACHes on its next look */
+		__atomic_store_n(&old->state, old->state | SL_SK_S_DIRECT, __ATOMIC_RELEASE);
+	}
 }
 
 int shm_accept(struct sk *l, struct sk **out)
@@ -367,6 +434,15 @@ void shm_service(struct sk *s, uint64_t budget)
 	if (s->type == SOCK_DGRAM) {
 		if (s->kfd < 0)
 			dgram_service(s, &budget);
+	} else if (s->conn) {
+		/* direct: the data is in the peer's ring already; an end reaches it at once */
+		if (s->peer && !s->shut_wr_done && (s->shut_wr || s->app_closed)) {
+			s->shut_wr_done = true;
+			sk_set_state(s->peer, SL_SK_S_RX_EOF, 0);
+			sk_token(s->peer);
+		}
+		if (s->peer) /* a kick of a sender without the peer's engine end (sock.h) */
+			sk_token(s->peer);
 	} else if (s->peer) {
 		move(s, s->peer, &budget);
 		move(s->peer, s, &budget);
@@ -429,7 +505,8 @@ void shm_close(struct sk *s)
 		struct sk *p = s->peer;
 		p->peer = NULL;
 		s->peer = NULL;
-		if (s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head) || s->broken)
+		bool unread = s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
+		if (unread || s->broken)
 			p->sh->error = ECONNRESET;
 		sk_set_state(p, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, 0);
 		sk_token(p);

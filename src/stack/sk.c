@@ -22,6 +22,7 @@
 struct app *g_apps;
 uint64_t g_nsocks;
 int g_epfd = -1;
+bool g_direct = true;
 
 static struct sk *work_head, *work_tail;
 
@@ -113,13 +114,41 @@ static void work_unlink(struct sk *s)
 	s->in_work = false;
 }
 
+/* What a direct end has sent and taken: ring positions, which start at 0 with the connection. The
+ * apps write them: statistics only. */
+void sk_direct_bytes(const struct sk *s, uint64_t *tx, uint64_t *rx)
+{
+	*tx = s->conn ? __atomic_load_n(&s->dpeer->rx.tail, __ATOMIC_RELAXED) : 0;
+	*rx = s->conn ? __atomic_load_n(&s->sh->rx.head, __ATOMIC_RELAXED) : 0;
+}
+
+static void conn_put(struct conn *k)
+{
+	if (--k->refs)
+		return;
+	munmap(k->base, k->size);
+	close(k->memfd);
+	free(k);
+}
+
 void sk_free(struct sk *s)
 {
 	if (s->in_work)
 		work_unlink(s);
+	if (s->conn) {
+		uint64_t tx, rx;
+		sk_direct_bytes(s, &tx, &rx);
+		s->app->tx_bytes += tx;
+		s->app->rx_bytes += rx;
+		conn_put(s->conn);
+	}
 	sk_unthrottle_one(s);
-	if (s->efd >= 0)
+	if (s->efd >= 0) {
+		/* the peer of a direct connection holds a copy of this end: its epoll registration would
+		 * outlive close() (it belongs to the open file, not to the fd) and name a freed sk */
+		epoll_ctl(g_epfd, EPOLL_CTL_DEL, s->efd, NULL);
 		close(s->efd);
+	}
 	if (s->app_fd >= 0)
 		close(s->app_fd);
 	if (s->kfd >= 0)
@@ -173,19 +202,38 @@ void sk_set_state(struct sk *s, uint32_t set, uint32_t clear)
  * shared copies are only ever written by the engine, and what the app owns is read and checked */
 bool sk_ring_sane(struct sk *s)
 {
+	/* Direct: both indices of each ring are the apps', moving while we look, so no pair read here is
+	 * a snapshot to judge by; each shim checks what it reads, and the engine only ever uses them
+	 * clamped (ring_used), so a forged one breaks that connection and nothing else. */
+	if (s->conn)
+		return true;
 	uint64_t tx_tail = sl_sk_load_acquire(&s->sh->tx.tail);
 	uint64_t rx_head = sl_sk_load_acquire(&s->sh->rx.head);
 	return tx_tail - s->tx_head <= s->rb && s->rx_tail - rx_head <= s->rb;
 }
 
+/* direct: the bytes in a ring both apps index */
+static uint64_t ring_used(struct sl_sk_ring *r, uint32_t rb)
+{
+	/* the head first: the answer can only be too high, and only if the reader took data after
+	 * that load (sk_drain_bytes relies on it) */
+	uint64_t head = sl_sk_load_acquire(&r->head);
+	uint64_t used = sl_sk_load_acquire(&r->tail) - head;
+	return used <= rb ? used : rb;
+}
+
 uint64_t sk_tx_used(struct sk *s)
 {
+	if (s->conn) /* what the peer has not taken yet of what this end sent */
+		return ring_used(&s->dpeer->rx, s->rb);
 	uint64_t used = sl_sk_load_acquire(&s->sh->tx.tail) - s->tx_head;
 	return used <= s->rb ? used : 0;
 }
 
 uint64_t sk_rx_free(struct sk *s)
 {
+	if (s->conn)
+		return s->rb - ring_used(&s->sh->rx, s->rb);
 	uint64_t used = s->rx_tail - sl_sk_load_acquire(&s->sh->rx.head);
 	return used <= s->rb ? s->rb - used : 0;
 }
@@ -193,6 +241,9 @@ uint64_t sk_rx_free(struct sk *s)
 bool sk_readable(struct sk *s)
 {
 	uint32_t st = s->sh->state;
+	if (s->conn)
+		return __atomic_load_n(&s->sh->rx.tail, __ATOMIC_SEQ_CST) != __atomic_load_n(&s->sh->rx.head, __ATOMIC_SEQ_CST) ||
+		       (st & SL_SK_S_RX_EOF) || s->sh->error;
 	return s->rx_tail != __atomic_load_n(&s->sh->rx.head, __ATOMIC_SEQ_CST) || (st & SL_SK_S_RX_EOF) ||
 	       s->sh->error || s->sh->acceptq;
 }
@@ -247,7 +298,13 @@ void sk_drain_bytes(struct sk *s)
 		return;
 	if (s->state == SK_CONNECTING || sk_tx_used(s) > (uint64_t)s->rb / 4 * 3) {
 		s->bytes_waiting = true;
-		return;
+		if (!s->conn || s->state == SK_CONNECTING)
+			return;
+		/* direct: the peer takes from that ring without us; its next receive must kick, and a
+		 * receive between our look and the flag is caught by the look after it (sock.h) */
+		sl_sk_xchg(&s->dpeer->rx_wanted, 1);
+		if (sk_tx_used(s) > (uint64_t)s->rb / 4 * 3)
+			return;
 	}
 	/* bounded: a program that keeps writing into its placeholder must not keep the engine here */
 	char buf[4096];

@@ -26,6 +26,14 @@ struct ev {
 
 struct app;
 
+/* a direct shm connection's memfd (sock.h "Direct connections"): two slots, one per end */
+struct conn {
+	int memfd;
+	void *base;
+	uint64_t size;
+	uint32_t refs;               /* the two ends' struct sk */
+};
+
 /* sk->state */
 enum sk_state { SK_NEW, SK_BOUND, SK_LISTEN, SK_CONNECTING, SK_CONNECTED };
 
@@ -62,6 +70,11 @@ struct sk {
 	socklen_t local_len, remote_len;
 	/* shm: the other end of a connection */
 	struct sk *peer;
+	/* direct (sock.h "Direct connections"): sh is this end's half of conn; the peer's half, which
+	 * holds the ring this end sends into, stays mapped after the peer's struct sk is gone */
+	struct conn *conn;
+	struct sl_sk_slot *dpeer;
+	uint32_t half;
 	/* listening (shm): connections made but not accepted yet */
 	struct sk *accq_head, *accq_tail, *accq_next;
 	struct sk *listener;         /* on the accept queue of */
@@ -115,15 +128,18 @@ struct stackd_cfg {
 	uint32_t ring_bytes;
 	uint32_t slots;
 	uint32_t poll_us;             /* poll this long after activity before sleeping (0: never) */
+	bool no_direct;               /* shm connections keep the engine on their data path */
 };
 
 /* sk.c: socket objects and the data-path helpers both modules use */
 extern struct app *g_apps;
 extern uint64_t g_nsocks;
 extern int g_epfd;
+extern bool g_direct;            /* shm stream connections go direct when they may */
 uint64_t now_ns(void);
 struct sk *sk_new(struct app *a, int domain, int type);
 void sk_free(struct sk *s);
+void sk_direct_bytes(const struct sk *s, uint64_t *tx, uint64_t *rx);
 void app_put(struct app *a);
 bool sk_throttled_any(void);
 void sk_unthrottle(void);
@@ -170,6 +186,7 @@ int shm_listen(struct sk *s, int backlog);
 struct sk *shm_find_listener(const struct sockaddr *sa, int type);
 int shm_connect(struct sk *s, struct sk *l, const struct sockaddr *sa, socklen_t len);
 int shm_accept(struct sk *l, struct sk **out);
+void shm_direct(struct sk *c, struct sk *a);
 void shm_service(struct sk *s, uint64_t budget);
 int shm_dgram_connect(struct sk *s, const struct sockaddr *sa, socklen_t len);
 bool shm_dgram_deliver(struct sk *from, const struct sl_sk_dgram *hdr, const uint8_t *data);

@@ -11,7 +11,7 @@ import struct
 
 NQE = struct.Struct("<BBHIiIQQ")
 OPS = dict(HELLO=1, SOCKET=2, BIND=3, LISTEN=4, ACCEPT=5, CONNECT=6, SHUTDOWN=7, GETSOCKNAME=8,
-           GETPEERNAME=9, SETSOCKOPT=10, GETSOCKOPT=11, STATS=12)
+           GETPEERNAME=9, SETSOCKOPT=10, GETSOCKOPT=11, STATS=12, KICK=14, ATTACH=15)
 STACKS = dict(kernel=1, shm=2, auto=3)
 REGION_HDR = 4096
 SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_TX_HEAD, SLOT_TX_TAIL = 128, 192, 256, 320
@@ -19,6 +19,7 @@ SLOT_STATE, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_TX_KICK, SLOT_RX_WANTED = 4, 8, 64, 
 S_RX_EOF, S_TX_CLOSED = 0x08, 0x10
 REGION_ENGINE_AWAKE, REGION_TX_DIRTY = 56, 60  # sock.h "Kicks"
 SLOT_RX_SPIN, REGION_APP_POLL_US = 76, 64     # sock.h "Polling receivers"
+S_DIRECT, SLOT_PEER_TOKENS = 0x80, 80         # sock.h "Direct connections"
 
 
 def inet(host, port):
@@ -117,6 +118,55 @@ class Chan:
         base = self.slot(i) + 4096
         out = bytes(self.map[base + (p % self.ring_bytes)] for p in range(head, tail))
         self.put_u64(i, SLOT_RX_HEAD, tail)
+        return out
+
+
+class Direct:
+    """One end of a direct connection (sock.h "Direct connections"), attached as the shim does: its
+    half of the connection memfd, and the peer's placeholder engine end for the peer's tokens."""
+
+    def __init__(self, chan, slot):
+        self.c = chan
+        self.half, _, mfd = chan.call("ATTACH", slot, arg0=0)
+        assert self.half in (0, 1) and mfd is not None, (self.half, mfd)
+        self.map = mmap.mmap(mfd, 2 * chan.slot_bytes)
+        os.close(mfd)
+        r, _, self.peer_fd = chan.call("ATTACH", slot, arg0=1)
+        assert r == 0 and self.peer_fd is not None, r
+        self.mine, self.theirs = self.half * chan.slot_bytes, (1 - self.half) * chan.slot_bytes
+
+    def close(self):
+        os.close(self.peer_fd)
+        self.map.close()
+
+    def u32(self, off, peer=False):
+        return struct.unpack_from("<I", self.map, (self.theirs if peer else self.mine) + off)[0]
+
+    def u64(self, off, peer=False):
+        return struct.unpack_from("<Q", self.map, (self.theirs if peer else self.mine) + off)[0]
+
+    def put_u32(self, off, v, peer=False):
+        struct.pack_into("<I", self.map, (self.theirs if peer else self.mine) + off, v)
+
+    def put_u64(self, off, v, peer=False):
+        struct.pack_into("<Q", self.map, (self.theirs if peer else self.mine) + off, v)
+
+    def send(self, data, token=True):
+        """Into the peer's receive ring; then the peer's token as its sender must put it (no CAS
+        here: a test thread is the only writer it races with)."""
+        tail, rb = self.u64(SLOT_RX_TAIL, peer=True), self.c.ring_bytes
+        base = self.theirs + 4096
+        for k, b in enumerate(data):
+            self.map[base + (tail + k) % rb] = b
+        self.put_u64(SLOT_RX_TAIL, tail + len(data), peer=True)
+        if token and self.u32(SLOT_RD_TOKEN, peer=True) == 0:
+            os.write(self.peer_fd, b"t")
+            self.put_u32(SLOT_RD_TOKEN, 1, peer=True)
+
+    def recv(self):
+        head, tail, rb = self.u64(SLOT_RX_HEAD), self.u64(SLOT_RX_TAIL), self.c.ring_bytes
+        out = bytes(self.map[self.mine + 4096 + (p % rb)] for p in range(head, tail))
+        self.put_u64(SLOT_RX_HEAD, tail)
         return out
 
 

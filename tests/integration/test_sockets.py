@@ -1010,10 +1010,13 @@ def test_up_runs_stackd(run_sluice, socket_dir, tmp_path):
     bad.write_text('ports: [{name: a, vdev: "net_null0"}]\nstack: {ring_kb: 100}\n')
     r = run_sluice("config", "check", bad)
     assert r.returncode == 2 and "stack.ring_kb" in r.stderr and "power of two" in r.stderr, r.stderr
+    bad.write_text('ports: [{name: a, vdev: "net_null0"}]\nstack: {direct: 1}\n')
+    r = run_sluice("config", "check", bad)
+    assert r.returncode == 2 and "stack.direct" in r.stderr and "true or false" in r.stderr, r.stderr
     cfg = tmp_path / "sluice.yaml"
     cfg.write_text('sluiced: {pool_mbufs: 4096, ring_size: 256, huge_pages: off}\n'
                    'ports: [{name: a, vdev: "net_null0"}, {name: b, vdev: "net_null1"}]\n'
-                   'stack: {ring_kb: 64, slots: 64}\n')
+                   'stack: {ring_kb: 64, slots: 64, direct: false}\n')
     r = run_sluice("up", cfg, "-d", "--build-dir", BUILD, "--socket-dir", socket_dir)
     try:
         assert r.returncode == 0 and "socket service on" in r.stdout, r.stdout + r.stderr
@@ -1021,6 +1024,7 @@ def test_up_runs_stackd(run_sluice, socket_dir, tmp_path):
         state = json.loads((socket_dir / "state.json").read_text())
         slot = next(n for n in state["nfs"] if n.get("kind") == "stack")
         assert slot["pid"] == st["pid"] and slot["state"] == "running", slot
+        assert st["direct"] is False, st  # stack.direct: false is --no-direct
         os.kill(st["pid"], signal.SIGKILL)  # restarted like an NF
 
         def restarted():

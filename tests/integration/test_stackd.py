@@ -2,18 +2,22 @@
 a program can misuse stack.sock or its region, and that nothing it gives out is leaked. The shim and
 real programs are in test_sockets.py."""
 
+import contextlib
 import errno
 import os
+import select
+import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from stackproto import (REGION_APP_POLL_US, S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_RX_SPIN, SLOT_STATE,
-                        SLOT_TX_TAIL, Chan, ctl, inet, shim_preload)
+from stackproto import (REGION_APP_POLL_US, S_DIRECT, S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_RX_HEAD,
+                        SLOT_RX_SPIN, SLOT_RX_TAIL, SLOT_STATE, SLOT_TX_TAIL, Chan, Direct, ctl, inet, shim_preload)
 
 
 def _port():
@@ -22,12 +26,13 @@ def _port():
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def stackd(build_dir, socket_dir):
+@contextlib.contextmanager
+def _stackd(build_dir, socket_dir, direct):
     binary = build_dir / "src" / "stack" / "sluice-stackd"
     if not binary.exists():
         pytest.fail(f"{binary} is not built (make build)")
-    p = subprocess.Popen([str(binary), "--socket-dir", str(socket_dir), "--slots", "32", "--ring-kb", "64"],
+    p = subprocess.Popen([str(binary), "--socket-dir", str(socket_dir), "--slots", "32", "--ring-kb", "64",
+                          *([] if direct else ["--no-direct"])],
                          stderr=subprocess.PIPE, text=True)
     try:
         line = p.stderr.readline()
@@ -42,6 +47,8 @@ def stackd(build_dir, socket_dir):
                 break
             time.sleep(0.05)
         assert (st["apps"], st["sockets"], st["region_bytes"]) == (0, 0, 0), st
+        with open(f"/proc/{p.pid}/maps") as f:
+            assert "sluice-conn" not in f.read(), "a direct connection's memfd is still mapped"
     finally:
         p.terminate()
         try:
@@ -51,6 +58,20 @@ def stackd(build_dir, socket_dir):
             p.wait()
         p.stderr.close()
     assert not os.path.exists(os.path.join(str(socket_dir), "stack.sock")), "stack.sock left behind"
+
+
+@pytest.fixture
+def stackd(build_dir, socket_dir):
+    """--no-direct: these tests read and write the rings of the engine path (which programs with a
+    rate limit keep); direct connections (sock.h "Direct connections") have `direct_stackd`."""
+    with _stackd(build_dir, socket_dir, False) as d:
+        yield d
+
+
+@pytest.fixture
+def direct_stackd(build_dir, socket_dir):
+    with _stackd(build_dir, socket_dir, True) as d:
+        yield d
 
 
 def _wait(pred, what, timeout=5):
@@ -65,7 +86,7 @@ def _wait(pred, what, timeout=5):
 
 def test_control_api(stackd):
     st = ctl(stackd, "status")
-    assert st["ok"] and st["pid"] > 0 and st["apps"] == 0 and st["poll_us"] == 0
+    assert st["ok"] and st["pid"] > 0 and st["apps"] == 0 and st["poll_us"] == 0 and st["direct"] is False
     assert st["socket"].endswith("/stack.sock")
     bad = ctl(stackd, "nosuch")
     assert not bad["ok"] and "status, stats, sockets" in bad["error"]
@@ -223,6 +244,29 @@ def test_bind_conflicts_as_the_kernel(stackd):
     c.close()
 
 
+def test_port_free_once_closed(stackd):
+    """close() of a listener frees its port at once, as the kernel's does: a program that closes and
+    binds the port again (iperf3 -s between tests) must not get EADDRINUSE because the engine has not
+    served the hang-up of the old placeholder yet."""
+    c = Chan(stackd, "shm")
+    port = _port()
+    s, _, fd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    assert c.call("BIND", s, payload=inet("127.0.0.1", port))[0] == 0
+    pid = ctl(stackd, "status")["pid"]
+    for _ in range(3):
+        assert c.call("LISTEN", s, arg0=4)[0] == 0
+        s2, _, fd2 = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+        # The engine stopped meanwhile, so that it finds the BIND before the hang-up in one turn, as a
+        # busy engine does (the BIND goes first here only to make that order certain).
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(0.2, os.kill, (pid, signal.SIGCONT)).start()
+        threading.Timer(0.1, os.close, (fd,)).start()
+        assert c.call("BIND", s2, payload=inet("127.0.0.1", port))[0] == 0
+        s, fd = s2, fd2
+    os.close(fd)
+    c.close()
+
+
 def test_garbage_on_the_channel(stackd):
     """Short messages, lengths that lie, calls before HELLO, a HELLO of another version: the
     channel is closed or the call refused, and the service keeps serving."""
@@ -285,6 +329,144 @@ def test_forged_ring_indices_reset_only_that_socket(stackd):
     c.close()
 
 
+def _read_token(fd):
+    os.set_blocking(fd, True)
+    return os.read(fd, 1)
+
+
+def test_direct_connection(direct_stackd):
+    """sock.h "Direct connections": both ends of one owner's connection get a memfd of their own two
+    halves; a sender puts bytes straight into the peer's receive ring and the token into the peer's
+    placeholder through the engine end it was given; the engine only says the end."""
+    c = Chan(direct_stackd, "shm")
+    assert ctl(direct_stackd, "status")["direct"] is True
+    ls, lfd, cs, cfd, a, afd, _ = _connected(c)
+    assert c.u32(cs, SLOT_STATE) & S_DIRECT and c.u32(a, SLOT_STATE) & S_DIRECT
+    dc, da = Direct(c, cs), Direct(c, a)
+    assert (dc.half, da.half) == (0, 1)
+    dc.send(b"hello direct")
+    assert _read_token(afd) == b"t" and da.recv() == b"hello direct"
+    da.send(b"back")
+    assert _read_token(cfd) == b"t" and dc.recv() == b"back"
+    socks = {k["slot"]: k for k in ctl(direct_stackd, "sockets")["sockets"]}
+    assert socks[cs]["direct"] and socks[a]["direct"], socks
+    assert (socks[cs]["tx_bytes"], socks[a]["rx_bytes"], socks[a]["tx_bytes"]) == (12, 12, 4), socks
+    assert ctl(direct_stackd, "stats")["apps"][0]["tx_bytes"] == 16
+    assert c.call("SHUTDOWN", cs, arg0=socket.SHUT_WR)[0] == 0
+    _wait(lambda: da.u32(SLOT_STATE) & S_RX_EOF, "the end in the server's half")
+    assert os.read(afd, 16) == b""  # and on its placeholder
+    assert not c.u32(a, SLOT_STATE) & S_RX_EOF  # the region slot is no longer written
+    for fd in (lfd, cfd, afd):
+        os.close(fd)
+    dc.close()
+    da.close()
+    c.close()
+
+
+def test_direct_forged_indices_stay_in_that_connection(direct_stackd):
+    """The two ends of a direct connection index its rings themselves, so the engine, which cannot
+    tell a forged index from one moving under it, only ever uses them clamped: indices forged both
+    ways and kicks leave it serving, with its figures in range, and the program's other connection
+    working (the shim's own checks are test_direct_hostile_peer_cannot_hang_the_shim)."""
+    c = Chan(direct_stackd, "shm")
+    port = _port()
+    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    c.call("BIND", ls, payload=inet("127.0.0.1", port))
+    c.call("LISTEN", ls, arg0=8)
+    ends, fds = [], [lfd]
+    for _ in range(2):
+        cs, _, cfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+        assert c.call("CONNECT", cs, payload=inet("127.0.0.1", port))[0] == 0
+        a, _, afd = c.call("ACCEPT", ls)
+        ends.append((cs, a, Direct(c, cs), Direct(c, a)))
+        fds += [cfd, afd]
+    (bad_cs, bad_as, bad, bad_a), (_, _, ok, ok_a) = ends
+    bad.put_u64(SLOT_RX_TAIL, 10 ** 12, peer=True)
+    bad.put_u64(SLOT_RX_HEAD, 7 * 10 ** 12)
+    for fd in fds[1:3]:
+        os.write(fd, b"k")  # kicks: the engine looks at both ends
+    c.call("KICK", bad_cs)
+    socks = {k["slot"]: k for k in ctl(direct_stackd, "sockets")["sockets"]}
+    for slot in (bad_cs, bad_as):
+        assert socks[slot]["tx_queued"] <= c.ring_bytes and socks[slot]["rx_queued"] <= c.ring_bytes, socks[slot]
+    ok.send(b"still fine")
+    assert _read_token(fds[4]) == b"t" and ok_a.recv() == b"still fine"
+    for fd in fds:
+        os.close(fd)
+    for d in (bad, bad_a, ok, ok_a):
+        d.close()
+    c.close()
+
+
+def test_direct_not_for_a_rate_limited_program(direct_stackd):
+    """The engine meters only what it moves: a program with a rate limit keeps the engine path."""
+    c = Chan(direct_stackd, "shm", rate=10 ** 9)
+    ls, lfd, cs, cfd, a, afd, _ = _connected(c)
+    assert not c.u32(cs, SLOT_STATE) & S_DIRECT and not c.u32(a, SLOT_STATE) & S_DIRECT
+    assert c.call("ATTACH", cs)[0] == -errno.EINVAL
+    c.send(cs, cfd, b"metered")
+    assert _recv_n(c, a, 7) == b"metered"
+    for fd in (lfd, cfd, afd):
+        os.close(fd)
+    c.close()
+
+
+HOSTILE_PEER_CLIENT = r"""
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+print("connected", flush=True)
+for _ in range(2):
+    print(c.recv(100).decode(), flush=True)
+try:
+    c.recv(100)
+    print("recv returned", flush=True)
+except ConnectionResetError:
+    print("reset", flush=True)
+"""
+
+
+def test_direct_hostile_peer_cannot_hang_the_shim(direct_stackd, build_dir):
+    """A real program under the shim, connected to a peer that breaks the rules of the connection
+    memfd it shares: a token left WRITING for good costs the program ~50 ms, not a hang; a forged
+    ring index is a reset of that connection."""
+    c = Chan(direct_stackd, "shm")
+    port = _port()
+    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
+    c.call("BIND", ls, payload=inet("127.0.0.1", port))
+    c.call("LISTEN", ls, arg0=1)
+    env = dict(os.environ, SLUICE_STACK="shm", SLUICE_SOCKET_DIR=direct_stackd, **shim_preload(build_dir))
+    app = subprocess.Popen([sys.executable, "-c", HOSTILE_PEER_CLIENT, str(port)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        a, _, afd = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
+        def line():
+            if not select.select([app.stdout], [], [], 10)[0]:
+                raise AssertionError("the program under the shim hangs")
+            return app.stdout.readline().strip()
+        assert line() == "connected"
+        d = Direct(c, a)
+        d.send(b"first")
+        assert line() == "first"
+        d.put_u32(SLOT_RD_TOKEN, 2, peer=True)  # WRITING, and never PRESENT
+        d.send(b"second", token=False)
+        os.write(d.peer_fd, b"t")
+        assert line() == "second"
+        d.put_u64(SLOT_RX_TAIL, d.u64(SLOT_RX_HEAD, peer=True) + 10 ** 9, peer=True)
+        os.write(d.peer_fd, b"t")
+        assert line() == "reset"
+        assert app.wait(10) == 0, app.stderr.read()
+    finally:
+        if app.poll() is None:
+            app.kill()
+        app.wait()
+        app.stdout.close()
+        app.stderr.close()
+    for fd in (lfd, afd):
+        os.close(fd)
+    d.close()
+    c.close()
+
+
 def test_privileged_port_needs_root(stackd):
     """sluice-stackd runs as root; it must not bind a port below 1024 for a program that could not."""
     os.chmod(stackd, 0o755)  # the temp dir is 0700; stack.sock itself is 0666
@@ -330,6 +512,7 @@ SERVICE_GONE_CLIENT = r"""
 import errno, socket, sys, time
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
 c = socket.create_connection(l.getsockname()); s, _ = l.accept()
+s.send(b"x"); c.recv(1)                 # both ends in use: under shm each holds the other's engine end
 print("ready", flush=True)
 try:
     c.recv(10)                          # blocks: nothing is ever sent
@@ -346,8 +529,10 @@ except OSError as e:
 
 @pytest.mark.parametrize("stack", ["kernel", "shm"])
 def test_service_killed_under_a_blocked_call(build_dir, socket_dir, stack):
-    """sluice-stackd killed (-9) while a program is blocked in recv(): the call fails at once with a
-    clear errno instead of hanging, new sockets fail with ENETDOWN, and the shim says why on stderr."""
+    """sluice-stackd killed (-9) while a program is blocked in recv(): the call fails with a clear errno
+    instead of hanging (at once, or within the second a direct connection's wait takes to ask: its
+    peer's copy of the engine end keeps the placeholder from hanging up), new sockets fail with
+    ENETDOWN, and the shim says why on stderr."""
     binary = build_dir / "src" / "stack" / "sluice-stackd"
     p = subprocess.Popen([str(binary), "--socket-dir", str(socket_dir)], stderr=subprocess.PIPE, text=True)
     assert "ready" in p.stderr.readline()

@@ -264,7 +264,8 @@ def cmd_stack_serve(args):
         return die(f"stack serve: a sluice-stackd (pid {st.get('pid')}) already serves {stack_sock_path(socket_dir)}")
     except SluiceError:
         pass
-    argv = stack_argv(stackd, socket_dir, {"ring_kb": args.ring_kb, "slots": args.slots, "poll_us": args.poll_us})
+    argv = stack_argv(stackd, socket_dir, {"ring_kb": args.ring_kb, "slots": args.slots, "poll_us": args.poll_us,
+                                              "direct": not args.no_direct})
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SLUICE_STACK", "SLUICE_RATE")}
     sys.stdout.flush()
     sys.stderr.flush()
@@ -287,6 +288,8 @@ def cmd_stack_status(args):
     poll = st.get("poll_us", 0)
     print(f"polls {poll} us after activity, and so do programs' blocking receives" if poll
           else "does not poll (--poll-us 0): the engine and programs sleep until woken")
+    print("shm connections of one owner go direct (no engine on their data path)" if st.get("direct", True)
+          else "shm connections keep the engine on their data path (--no-direct)")
     return EXIT_OK
 
 
@@ -357,6 +360,10 @@ def register(subs):
                    help="after activity the engine polls N us before sleeping, and a program's blocking "
                         "receive polls its ring as long before it sleeps, 0..10000 (default 0: never; "
                         "docs/sockets.md \"Polling\")")
+    p.add_argument("--no-direct", action="store_true",
+                   help="keep the engine on the data path of shm connections (by default two ends of one "
+                        "owner without a rate limit move bytes ring to ring themselves; docs/sockets.md "
+                        "\"Direct connections\")")
     p.add_argument("--build-dir", metavar="DIR", help="meson build directory holding src/stack/sluice-stackd")
     p.set_defaults(func=cmd_stack_serve)
     for name, fn, help_, ex in (
