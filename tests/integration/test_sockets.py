@@ -725,6 +725,8 @@ POLLER = """\
 import ctypes, select, signal, socket, sys
 if sys.argv[2] != "python":  # no handler without SA_RESTART left (CPython's SIGINT has none): it may poll
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+else:  # CPython's own handler, also where SIGINT came in ignored (a background job: CPython then has none)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 l = socket.socket()
 l.bind(("127.0.0.1", int(sys.argv[1])))
 l.listen(1)
@@ -756,7 +758,8 @@ sys.stdin.read()  # until the test closes stdin: its sockets stay in the service
 """
 
 SENDER = """\
-import socket, sys
+import signal, socket, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # never polls, whatever SIGINT came in as
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 while True:
     b = s.recv(1)
