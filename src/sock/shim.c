@@ -661,12 +661,17 @@ static void direct_detach(struct slocal *lo, uint64_t bytes)
  * placeholders hang up as if the service had closed them, and theirs do ours the same way. */
 static pthread_mutex_t g_watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t g_watch_pid;
+static volatile int g_watch_child; /* a fork child holding direct connections: start its own on use */
 
 static void *direct_watch(void *arg)
 {
 	struct pollfd p = { .fd = (int)(intptr_t)arg, .events = POLLRDHUP };
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
+	if (!(p.revents & (POLLHUP | POLLRDHUP | POLLERR))) { /* closed under us (closefrom): not the service */
+		__atomic_store_n(&g_watch_pid, 0, __ATOMIC_RELEASE); /* the next direct connection starts another */
+		return NULL;
+	}
 	for (uint32_t i = 0; i < shim_nslots; i++) {
 		int f = __atomic_load_n(&shim_slocal[i].dpfd, __ATOMIC_RELAXED);
 		if (f > 0)
@@ -742,6 +747,8 @@ struct sl_sk_slot *shim_direct_slot(uint32_t slot, struct sl_sk_slot *r)
 	struct slocal *lo = &shim_slocal[slot];
 	uint32_t gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
 	struct sl_sk_slot *sl = __atomic_load_n(&lo->dsl, __ATOMIC_ACQUIRE);
+	if (SHIM_UNLIKELY(g_watch_child) && __atomic_exchange_n(&g_watch_child, 0, __ATOMIC_ACQ_REL))
+		direct_watch_start(); /* the parent's thread does not outlive the parent */
 	if (SHIM_LIKELY(sl && lo->dgen == gen))
 		return sl;
 	spin_lock(&lo->dlock);
@@ -825,7 +832,10 @@ static void atfork_child(void)
 			shim_slocal[i].rxlock = 0;
 			shim_slocal[i].txlock = 0;
 			shim_slocal[i].dlock = 0;
+			if (shim_slocal[i].dpfd > 0)
+				g_watch_child = 1;
 		}
+	pthread_mutex_init(&g_watch_lock, NULL); /* a thread of the parent may have held it */
 	pthread_mutex_unlock(&g_chan_lock);
 	pthread_mutex_unlock(&g_init_lock);
 }

@@ -509,10 +509,12 @@ def test_child_joins_its_parent_program(stackd):
 
 
 SERVICE_GONE_CLIENT = r"""
-import errno, socket, sys, time
+import errno, os, socket, sys, time
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
 c = socket.create_connection(l.getsockname()); s, _ = l.accept()
 s.send(b"x"); c.recv(1)                 # both ends in use: under shm each holds the other's engine end
+if sys.argv[1] == "fork" and os.fork():
+    os._exit(0)                         # the parent goes, and the shim's thread with it: the child goes on
 print("ready", flush=True)
 try:
     c.recv(10)                          # blocks: nothing is ever sent
@@ -527,18 +529,19 @@ except OSError as e:
 """
 
 
-@pytest.mark.parametrize("stack", ["kernel", "shm"])
-def test_service_killed_under_a_blocked_call(build_dir, socket_dir, stack):
-    """sluice-stackd killed (-9) while a program is blocked in recv(): the call fails with a clear errno
-    instead of hanging (at once, or within the second a direct connection's wait takes to ask: its
-    peer's copy of the engine end keeps the placeholder from hanging up), new sockets fail with
-    ENETDOWN, and the shim says why on stderr."""
+@pytest.mark.parametrize("stack,fork", [("kernel", False), ("shm", False), ("shm", True)])
+def test_service_killed_under_a_blocked_call(build_dir, socket_dir, stack, fork):
+    """sluice-stackd killed (-9) while a program is blocked in recv(): the call fails at once with a
+    clear errno instead of hanging, new sockets fail with ENETDOWN, and the shim says why on stderr.
+    Under shm the two ends are direct and each holds its peer's engine end, which alone would keep the
+    placeholders up: the shim's thread shuts them down, and a fork child whose parent (and the
+    parent's thread) is gone starts its own."""
     binary = build_dir / "src" / "stack" / "sluice-stackd"
     p = subprocess.Popen([str(binary), "--socket-dir", str(socket_dir)], stderr=subprocess.PIPE, text=True)
     assert "ready" in p.stderr.readline()
     env = dict(os.environ, SLUICE_STACK=stack, SLUICE_SOCKET_DIR=str(socket_dir), **shim_preload(build_dir))
-    app = subprocess.Popen([sys.executable, "-c", SERVICE_GONE_CLIENT], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    app = subprocess.Popen([sys.executable, "-c", SERVICE_GONE_CLIENT, "fork" if fork else "-"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert app.stdout.readline().strip() == "ready"
         time.sleep(0.3)
@@ -548,8 +551,12 @@ def test_service_killed_under_a_blocked_call(build_dir, socket_dir, stack):
         assert out.splitlines() == ["recv: ECONNRESET", "socket: ENETDOWN"], (out, err)
         assert "sluice-stackd" in err and "gone" in err, err
     finally:
+        try:
+            os.killpg(app.pid, signal.SIGKILL)  # the fork child too
+        except ProcessLookupError:
+            pass
         for q in (app, p):
             if q.poll() is None:
                 q.kill()
-                q.wait()
+            q.wait()
         p.stderr.close()
