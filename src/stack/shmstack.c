@@ -439,9 +439,8 @@ void shm_service(struct sk *s, uint64_t budget)
 		if (s->peer && !s->shut_wr_done && (s->shut_wr || s->app_closed)) {
 			s->shut_wr_done = true;
 			sk_set_state(s->peer, SL_SK_S_RX_EOF, 0);
-			sk_token(s->peer);
 		}
-		if (s->peer) /* a kick of a sender without the peer's engine end (sock.h) */
+		if (s->peer) /* that end, or the doorbell or kick of a sender (sock.h): the peer's token */
 			sk_token(s->peer);
 	} else if (s->peer) {
 		move(s, s->peer, &budget);

@@ -241,10 +241,9 @@ uint64_t sk_rx_free(struct sk *s)
 bool sk_readable(struct sk *s)
 {
 	uint32_t st = s->sh->state;
-	if (s->conn)
-		return __atomic_load_n(&s->sh->rx.tail, __ATOMIC_SEQ_CST) != __atomic_load_n(&s->sh->rx.head, __ATOMIC_SEQ_CST) ||
-		       (st & SL_SK_S_RX_EOF) || s->sh->error;
-	return s->rx_tail != __atomic_load_n(&s->sh->rx.head, __ATOMIC_SEQ_CST) || (st & SL_SK_S_RX_EOF) ||
+	/* direct: the peer's shim is the producer, so the tail is the shared one */
+	uint64_t tail = s->conn ? __atomic_load_n(&s->sh->rx.tail, __ATOMIC_SEQ_CST) : s->rx_tail;
+	return tail != __atomic_load_n(&s->sh->rx.head, __ATOMIC_SEQ_CST) || (st & SL_SK_S_RX_EOF) ||
 	       s->sh->error || s->sh->acceptq;
 }
 
@@ -298,7 +297,7 @@ void sk_drain_bytes(struct sk *s)
 		return;
 	if (s->state == SK_CONNECTING || sk_tx_used(s) > (uint64_t)s->rb / 4 * 3) {
 		s->bytes_waiting = true;
-		if (!s->conn || s->state == SK_CONNECTING)
+		if (!s->conn) /* (a direct end is connected from the start) */
 			return;
 		/* direct: the peer takes from that ring without us; its next receive must kick, and a
 		 * receive between our look and the flag is caught by the look after it (sock.h) */
