@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * libsluice-sock.so internals (docs/sockets.md, include/sluice/sock.h).
- *   shim.c       set-up (environment, real functions), the fd table, channels and NQE calls, fork
+ *   shim.c       set-up (environment, real functions), the fd table, channels and NQE calls, fork,
+ *                direct connections (ATTACH, the watcher thread)
  *   shim_sock.c  the control calls (socket, bind, listen, accept, connect, names, options) and the
  *                fd calls (close, close_range, closefrom, dup, dup2, dup3, fcntl)
  *   shim_io.c    the data path: rings, the token protocol, waiting on the placeholder, and the data
