@@ -817,6 +817,7 @@ static void atfork_parent(void)
  * and the spin locks of threads that do not exist here are released. */
 static void atfork_child(void)
 {
+	shim_ep_atfork_child();
 	struct chan *c = g_chans;
 	g_chans = NULL;
 	while (c) {

@@ -7,6 +7,8 @@
  *                fd calls (close, close_range, closefrom, dup, dup2, dup3, fcntl)
  *   shim_io.c    the data path: rings, the token protocol, waiting on the placeholder, and the data
  *                calls (read/write/send/recv families, sendfile, ioctl)
+ *   shim_epoll.c epoll instances: the shim's table of their registrations, user-space EPOLLOUT of shim
+ *                streams and the registration churn of level-triggered event loops
  */
 #ifndef SLUICE_SHIM_INTERNAL_H
 #define SLUICE_SHIM_INTERNAL_H
@@ -192,5 +194,15 @@ int sk_fill(int fd);
 /* wait on the placeholder; dl_ns: the deadline (CLOCK_MONOTONIC ns, 0 = not started) */
 int sk_wait(int fd, short events, int64_t *dl_ns, const struct timeval *tmo);
 bool sk_nonblocking(int fd);
+/* a connected stream open for sending, no pending error, a quarter of its ring free (shim_epoll.c) */
+bool shim_stream_writable(uint32_t slot);
+
+/* ---- shim_epoll.c: fds going away or copied ---- */
+extern int shim_ep_count;               /* epoll instances with a table: 0 keeps these off the path */
+void shim_ep_closing(int fd);           /* close() of any fd: an epoll fd's table goes with its last fd */
+void shim_ep_closing_range(unsigned first, unsigned last);
+void shim_ep_dup(int old, int new);     /* new names what old names (an epoll table, or none) */
+void shim_ep_forget(int fd);            /* a shim socket's fd closes: its registrations go */
+void shim_ep_atfork_child(void);
 
 #endif

@@ -691,6 +691,24 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 	}
 }
 
+/* epoll's user-space EPOLLOUT (shim_epoll.c): would a send put bytes now? Only the plain case -- a
+ * connected stream, open for sending, no pending error, a quarter of its ring free (as the engine
+ * drains the filler at 3/4) -- says yes; anything else leaves the answer to the placeholder. */
+bool shim_stream_writable(uint32_t slot)
+{
+	if (slot >= shim_nslots || (shim_slocal[slot].type & 0xf) != SOCK_STREAM)
+		return false;
+	struct sl_sk_slot *sl = slot_of(slot);
+	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+	if ((st & (SL_SK_S_CONNECTED | SL_SK_S_CONNECTING | SL_SK_S_SHUT_WR | SL_SK_S_TX_CLOSED)) != SL_SK_S_CONNECTED ||
+	    __atomic_load_n(&sl->error, __ATOMIC_ACQUIRE))
+		return false;
+	uint8_t *data;
+	struct sl_sk_ring *ring = send_ring(slot, sl, &data);
+	uint64_t used = sl_sk_load_acquire(&ring->tail) - sl_sk_load_acquire(&ring->head);
+	return used <= shim_rb - shim_rb / 4;
+}
+
 /* ---- datagrams ---- */
 
 static inline uint64_t rec_bytes(uint32_t len)

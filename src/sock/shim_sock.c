@@ -395,12 +395,17 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val, so
 SHIM_EXPORT int close(int fd)
 {
 	uint32_t e = fdt_get(fd);
-	if (SHIM_LIKELY(e == 0))
+	if (SHIM_LIKELY(e == 0)) {
+		if (SHIM_UNLIKELY(shim_ep_count != 0))
+			shim_ep_closing(fd);
 		return REAL(close)(fd);
+	}
 	if (e == FDT_INTERNAL) {
 		errno = EBADF; /* the shim's channel: not the app's to close */
 		return -1;
 	}
+	if (shim_ep_count != 0)
+		shim_ep_forget(fd);
 	fdt_set(fd, 0);
 	return REAL(close)(fd);
 }
@@ -431,10 +436,14 @@ static int close_range_keep(unsigned first, unsigned last, int flags)
 				if (nkeep < (int)(sizeof(keep) / sizeof(keep[0])))
 					keep[nkeep++] = (int)fd;
 			} else if (v) {
+				if (shim_ep_count != 0)
+					shim_ep_forget((int)fd);
 				__atomic_store_n(&c[fd & (FDT_CHUNK - 1)], 0, __ATOMIC_RELEASE);
 			}
 		}
 	}
+	if (shim_ep_count != 0)
+		shim_ep_closing_range(first, end);
 	/* the channels found are in increasing order: close the gaps between them */
 	unsigned from = first;
 	int r = 0;
@@ -470,6 +479,8 @@ SHIM_EXPORT int dup(int fd)
 	int r = REAL(dup)(fd);
 	if (SHIM_UNLIKELY(r >= 0 && (fdt_is_sock(e) || fdt_get(r))))
 		fdt_set(r, fdt_is_sock(e) ? e : 0);
+	if (SHIM_UNLIKELY(r >= 0 && shim_ep_count != 0))
+		shim_ep_dup(fd, r);
 	return r;
 }
 
@@ -480,9 +491,13 @@ static int dup_to(int old, int new, int flags, bool three)
 		errno = EBADF;
 		return -1;
 	}
+	if (SHIM_UNLIKELY(fdt_is_sock(en) && old != new && shim_ep_count != 0))
+		shim_ep_forget(new); /* before the kernel closes it: its registrations are deleted by fd */
 	int r = three ? REAL(dup3)(old, new, flags) : REAL(dup2)(old, new);
 	if (SHIM_UNLIKELY(r >= 0 && old != new && (eo || en)))
 		fdt_set(new, fdt_is_sock(eo) ? eo : 0);
+	if (SHIM_UNLIKELY(r >= 0 && shim_ep_count != 0))
+		shim_ep_dup(old, new);
 	return r;
 }
 
@@ -504,6 +519,8 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 	int r = real(fd, cmd, arg);
 	if (r >= 0 && (fdt_is_sock(e) || fdt_get(r)))
 		fdt_set(r, fdt_is_sock(e) ? e : 0);
+	if (r >= 0 && shim_ep_count != 0)
+		shim_ep_dup(fd, r);
 	return r;
 }
 

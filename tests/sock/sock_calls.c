@@ -690,6 +690,278 @@ out:
 	return why[0] ? -1 : 0;
 }
 
+/* CPU time this process has used, ms */
+static long cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Wait until fd's event with `want` bits shows, gathering what the waits report for it; the events of
+ * other fds are counted in *others. Returns the bits seen for fd (its data checked against `data`). */
+static unsigned epoll_until(int ep, uint64_t data, unsigned want, int *others, int *bad_data)
+{
+	unsigned seen = 0;
+	for (long end = now_ms() + WAIT_MS; now_ms() < end && (seen & want) != want;) {
+		struct epoll_event ev[8];
+		int n = epoll_wait(ep, ev, 8, 50);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u64 == data)
+				seen |= ev[i].events;
+			else if (others)
+				++*others;
+		}
+		if (bad_data && n > 1 && ev[0].data.u64 == data && ev[1].data.u64 == data)
+			++*bad_data; /* one fd twice in one wait: the kernel merges its readiness */
+	}
+	return seen;
+}
+
+/* The registration churn of a level-triggered event loop (redis's and wrk's ae: DEL + ADD or MOD on
+ * every request) with the program's 64-bit data, EPOLLOUT on and off, a socket deleted while it is
+ * readable, and the errors of EPOLL_CTL_* (the shim keeps these in a table of its own: shim_epoll.c). */
+static int t_epoll_churn(void)
+{
+	int ep = -1, c = -1, s = -1, p[2] = { -1, -1 }, c2 = -1, s2 = -1;
+	char b[64];
+	struct epoll_event ev[8];
+	const uint64_t D = 0x1122334455667788ull;
+	int others = 0, twice = 0;
+	SYS(ep = epoll_create1(EPOLL_CLOEXEC));
+	SYS(pipe(p));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT, .data.u64 = D };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	e = (struct epoll_event){ .events = EPOLLIN, .data.u64 = 7 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e));
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == D && ev[0].events == EPOLLOUT, "connected, nothing sent: %d events (%#x, data %#llx)",
+	      n, n > 0 ? ev[0].events : 0, n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+	SYS(send(s, "ping", 4, 0));
+	unsigned seen = epoll_until(ep, D, EPOLLIN, &others, &twice);
+	CHECK((seen & (EPOLLIN | EPOLLOUT)) == (EPOLLIN | EPOLLOUT) && !others && !twice,
+	      "data sent: events %#x for the socket, %d for others, %d waits with it twice", seen, others, twice);
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 1 && ev[0].events == (EPOLLIN | EPOLLOUT), "readable and writable: one event of both, got %d (%#x)",
+	      n, n > 0 ? ev[0].events : 0);
+	/* deleted while readable: never reported, and the wait does not end early for it */
+	SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	long cpu0 = cpu_ms();
+	n = epoll_wait1(ep, ev, 300);
+	long spent = cpu_ms() - cpu0;
+	CHECK(n == 0, "deleted socket (still readable): %d events (data %#llx)", n,
+	      n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+	/* and it slept: a wait that kept waking for the deleted socket would burn the CPU meanwhile */
+	CHECK(spent < 150, "a 300 ms wait with nothing to report used %ld ms of CPU", spent);
+	SYS(write(p[1], "x", 1));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 7, "the pipe only: %d events", n);
+	CHECK(read(p[0], b, 1) == 1, "pipe read");
+	/* back with less than before: only what is asked shows */
+	e = (struct epoll_event){ .events = EPOLLOUT, .data.u64 = 42 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 42 && ev[0].events == EPOLLOUT, "EPOLLOUT only (readable too): %d events (%#x)",
+	      n, n > 0 ? ev[0].events : 0);
+	e = (struct epoll_event){ .events = EPOLLIN, .data.u64 = 43 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_MOD, c, &e));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 43 && ev[0].events == EPOLLIN, "EPOLLIN only: %d events (%#x, data %llu)", n,
+	      n > 0 ? ev[0].events : 0, n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+	CHECK(recv_exact(c, b, 4) == 4 && !memcmp(b, "ping", 4), "recv");
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 0, "read, EPOLLIN only: %d events", n);
+	CHECK(epoll_pwait2(ep, ev, 8, &(struct timespec){ 0, 1000000 }, NULL) == 0, "epoll_pwait2: events, want none");
+	e.events = EPOLLOUT;
+	SYS(epoll_ctl(ep, EPOLL_CTL_MOD, c, &e));
+	CHECK(epoll_pwait2(ep, ev, 8, NULL, NULL) == 1 && ev[0].events == EPOLLOUT, "epoll_pwait2: no EPOLLOUT");
+	/* errors as the kernel's */
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e) < 0 && errno == EEXIST, "ADD twice: want EEXIST");
+	SYS(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL) < 0 && errno == ENOENT, "DEL twice: want ENOENT");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &e) < 0 && errno == ENOENT, "MOD after DEL: want ENOENT");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, ep, &e) < 0 && errno == EINVAL, "ADD itself: want EINVAL");
+	/* closed while registered; its number comes back as another socket, which ADD takes */
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	int num = c;
+	xclose(&c);
+	xclose(&s);
+	SYS(tcp_pair(AF_INET, &c2, &s2));
+	if (c2 != num && s2 != num) { /* make the number the same (numbering is checked elsewhere) */
+		SYS(dup2(c2, num));
+		xclose(&c2);
+		c2 = num;
+	}
+	int again = c2 == num ? c2 : s2;
+	e = (struct epoll_event){ .events = EPOLLIN | EPOLLOUT, .data.u64 = 99 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, again, &e));
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 99 && ev[0].events == EPOLLOUT, "the new socket on the old number: %d events", n);
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s), xclose(&p[0]), xclose(&p[1]), xclose(&c2), xclose(&s2);
+	return why[0] ? -1 : 0;
+}
+
+struct drainer {
+	int fd, delay_ms;
+	size_t bytes, got;
+};
+
+static void *drain_later(void *arg)
+{
+	struct drainer *d = arg;
+	static uint8_t b[65536];
+	sleep_ms(d->delay_ms);
+	while (d->got < d->bytes) {
+		ssize_t r = recv_exact(d->fd, b, d->bytes - d->got < sizeof(b) ? d->bytes - d->got : sizeof(b));
+		if (r <= 0)
+			break;
+		d->got += (size_t)r;
+	}
+	return NULL;
+}
+
+/* Level-triggered EPOLLOUT follows the room to send: gone while the peer does not read, back when it has. */
+static int t_epoll_out_full(void)
+{
+	int ep = -1, c = -1, s = -1;
+	static uint8_t buf[65536];
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK));
+	struct epoll_event e = { .events = EPOLLOUT, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].events == EPOLLOUT, "empty: %d events", n);
+	size_t sent = 0;
+	int full = 0;
+	while (sent < (64u << 20)) {
+		ssize_t w = send(c, buf, sizeof(buf), MSG_NOSIGNAL);
+		if (w > 0) {
+			sent += (size_t)w;
+			continue;
+		}
+		CHECK(w < 0 && errno == EAGAIN, "send: %s, want EAGAIN once full", w < 0 ? strerror(errno) : "0");
+		sleep_ms(20);
+		if (epoll_wait1(ep, ev, 0) == 0) {
+			full = 1;
+			break;
+		}
+	}
+	CHECK(full, "64 MiB sent and epoll never stopped reporting EPOLLOUT");
+	n = epoll_wait1(ep, ev, 100);
+	CHECK(n == 0, "full: %d events (%#x)", n, n > 0 ? ev[0].events : 0);
+	/* the peer reads it all while this thread sleeps in epoll_wait: the room must wake it */
+	struct drainer d = { .fd = s, .bytes = sent, .delay_ms = 100 };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, drain_later, &d) == 0, "pthread_create");
+	n = epoll_wait1(ep, ev, -1); /* no timeout to end it: only the room can (else the check's alarm) */
+	pthread_join(t, NULL);
+	CHECK(d.got == sent, "the peer read %zu of %zu bytes", d.got, sent);
+	CHECK(n == 1 && ev[0].events == EPOLLOUT && ev[0].data.fd == c, "the peer read all: %d events", n);
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 1, "level-triggered: EPOLLOUT again, %d events", n);
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+/* A thread waiting in epoll_wait while another registers a writable socket for EPOLLOUT wakes. */
+struct adder {
+	int ep, fd;
+};
+
+static void *add_later(void *arg)
+{
+	struct adder *a = arg;
+	sleep_ms(100);
+	struct epoll_event e = { .events = EPOLLOUT, .data.u64 = 77 };
+	epoll_ctl(a->ep, EPOLL_CTL_ADD, a->fd, &e);
+	return NULL;
+}
+
+static int t_epoll_add_while_waiting(void)
+{
+	int ep = -1, c = -1, s = -1;
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct adder a = { ep, c };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, add_later, &a) == 0, "pthread_create");
+	int n = epoll_wait1(ep, ev, -1); /* only the new socket can end it (else the check's alarm) */
+	pthread_join(t, NULL);
+	CHECK(n == 1 && ev[0].data.u64 == 77 && ev[0].events == EPOLLOUT, "added while waiting: %d events", n);
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+/* An epoll fd copied with dup() names the same instance; one inside another epoll makes that one
+ * readable when a socket in it is ready; closing the copy leaves the original working. */
+static int t_epoll_dup_nested(void)
+{
+	int ep = -1, ep2 = -1, outer = -1, c = -1, s = -1;
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(ep2 = dup(ep));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLOUT, .data.u64 = 5 };
+	SYS(epoll_ctl(ep2, EPOLL_CTL_ADD, c, &e));
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 5 && ev[0].events == EPOLLOUT, "registered through the copy: %d events", n);
+	SYS(outer = epoll_create1(0));
+	e = (struct epoll_event){ .events = EPOLLIN, .data.u64 = 6 };
+	SYS(epoll_ctl(outer, EPOLL_CTL_ADD, ep, &e));
+	n = epoll_wait1(outer, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 6 && (ev[0].events & EPOLLIN), "nested: the inner epoll not readable (%d)", n);
+	xclose(&ep2);
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 5, "after closing the copy: %d events", n);
+	why[0] = 0;
+out:
+	xclose(&outer), xclose(&ep2), xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+/* A forked child closes its copies of registered sockets (redis's BGSAVE child closes the listeners):
+ * the parent's registrations, in the epoll instance they share, stay. */
+static int t_epoll_fork_close(void)
+{
+	int ep = -1, l = -1, c = -1, a = -1;
+	struct epoll_event ev[4];
+	struct sockaddr_storage ss;
+	SYS(l = bound(AF_INET, SOCK_STREAM, &ss));
+	SYS(listen(l, 8));
+	SYS(ep = epoll_create1(0));
+	struct epoll_event e = { .events = EPOLLIN, .data.u64 = 11 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, l, &e));
+	fflush(NULL);
+	pid_t pid = fork();
+	SYS(pid);
+	if (pid == 0) {
+		close(l);
+		close(ep);
+		_exit(0);
+	}
+	int st = 0;
+	SYS(waitpid(pid, &st, 0));
+	SYS(c = socket(AF_INET, SOCK_STREAM, 0));
+	SYS(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 11 && (ev[0].events & EPOLLIN), "listener after the child closed its copy: %d events", n);
+	SYS(a = accept(l, NULL, NULL));
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&l), xclose(&c), xclose(&a);
+	return why[0] ? -1 : 0;
+}
+
 static int t_dup_fork_close(void)
 {
 	int c = -1, s = -1, d = -1, pp[2] = { -1, -1 };
@@ -1716,6 +1988,11 @@ static const struct check {
 	{ "epoll_et", t_epoll_et },
 	{ "epoll_oneshot", t_epoll_oneshot },
 	{ "epoll_rdhup", t_epoll_rdhup },
+	{ "epoll_churn", t_epoll_churn },
+	{ "epoll_out_full", t_epoll_out_full },
+	{ "epoll_add_while_waiting", t_epoll_add_while_waiting },
+	{ "epoll_dup_nested", t_epoll_dup_nested },
+	{ "epoll_fork_close", t_epoll_fork_close },
 	{ "dup_fork_close", t_dup_fork_close },
 	{ "nonblock_connect", t_nonblock_connect },
 	{ "connect_refused", t_connect_refused },

@@ -1,0 +1,635 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * libsluice-sock.so, epoll (docs/sockets.md "epoll"): the program's epoll instances stay the kernel's,
+ * but the shim keeps its own table of what each one holds, so that two things cost no system call:
+ *
+ *   EPOLLOUT of a shim stream socket, level-triggered: "writable" is a look at its send ring (a
+ *            connected stream, open for sending, no pending error, a quarter of the ring free), done
+ *            in epoll_wait before the kernel is asked. The kernel is not told about EPOLLOUT at all
+ *            while the socket is writable; a socket found not writable (ring full, connecting,
+ *            error, reset) gets EPOLLOUT in the kernel again, whose placeholder then answers as it
+ *            does without this (sock.h: filler bytes keep it not writable until the ring has room).
+ *   the churn of level-triggered registrations: event loops such as redis's and wrk's change a
+ *            socket's mask on every request (DEL + ADD, or MOD: read, then write, then read). For a
+ *            level-triggered, non-oneshot shim socket the kernel keeps a superset of what the program
+ *            asked: a DEL leaves the registration in place, an ADD or MOD asking for no more than the
+ *            kernel has needs no call. An event the program did not ask for (its data, readiness of
+ *            a socket it deleted) is never shown to it: the shim then brings the kernel's mask down to
+ *            exactly what is asked (or deletes the registration) and waits on.
+ *
+ * Every registration goes to the kernel with the shim's own data (an index and a generation) and the
+ * program's data is given back from the table, so kernel and user-space readiness of one fd merge into
+ * one event, as the kernel would report it. Kernel fds and edge-triggered, oneshot or exclusive
+ * registrations pass through exactly (only their data is translated).
+ *
+ * Limits: the table is this process's. A forked child that uses an epoll instance its parent also uses
+ * sees the parent's registrations as they were at fork; an epoll fd given to another process, or polled
+ * with poll()/select() instead of epoll_wait, does not see the user-space EPOLLOUT. An epoll fd added
+ * to another epoll turns the emulation off for it (its EPOLLOUT goes back to the kernel).
+ */
+#include "shim_internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EP_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
+#define EP_ALWAYS (EPOLLERR | EPOLLHUP) /* reported whatever the mask */
+
+struct ep_reg {
+	int fd;
+	uint32_t gen;        /* changes each time the entry is reused: stale kernel data is dropped */
+	uint32_t events;     /* what the program asked (valid while live) */
+	epoll_data_t data;   /* the program's data */
+	uint32_t kmask;      /* what the kernel has (valid while kreg) */
+	uint32_t fdt;        /* the fd's table entry at registration: slot + 1 of a shim socket, 0 kernel */
+	bool live;           /* the program has it registered */
+	bool kreg;           /* the kernel has it registered (live, or deleted by the program: "kept") */
+	bool uout;           /* its EPOLLOUT is looked at here (in outq) */
+	uint32_t outpos;     /* its index in outq */
+	uint64_t call;       /* the epoll_wait call that last reported it ... */
+	int pos;             /* ... at this index of that call's output */
+};
+
+struct ep_state {
+	pthread_mutex_t mu;
+	int refs;            /* fds naming this instance (dup) */
+	int epfd;            /* one of them (for the kernel calls of shim_ep_forget) */
+	pid_t pid;           /* the process that made it: a forked child shares the kernel instance */
+	bool nested;         /* added to another epoll: no user-space EPOLLOUT */
+	int blocked;         /* threads waiting in the kernel with a timeout: a new EPOLLOUT must go there */
+	struct ep_reg *regs;
+	uint32_t nregs, capregs, freehead; /* free entries chain through .fd */
+	int32_t *byfd;       /* fd -> entry index + 1 */
+	uint32_t nbyfd;
+	uint32_t *outq;      /* entries with uout */
+	uint32_t nout, capout, rot;
+	struct ep_state *next; /* all instances, for close() of a registered shim socket */
+};
+
+/* epfd -> state, two levels as the fd table; written under g_ep_lock */
+static struct ep_state **ep_tab[FDT_TOP];
+static pthread_mutex_t g_ep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep_state *g_states;
+static uint64_t g_ep_calls; /* epoll_wait call ids (merging) */
+int shim_ep_count;          /* emulated instances alive: 0 keeps close() on its fast path */
+
+static struct {
+	int (*create)(int);
+	int (*create1)(int);
+	int (*ctl)(int, int, int, struct epoll_event *);
+	int (*pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+} ep_real;
+
+static void ep_resolve(void)
+{
+	if (ep_real.pwait)
+		return;
+	ep_real.create = dlsym(RTLD_NEXT, "epoll_create");
+	ep_real.create1 = dlsym(RTLD_NEXT, "epoll_create1");
+	ep_real.ctl = dlsym(RTLD_NEXT, "epoll_ctl");
+	__atomic_store_n(&ep_real.pwait, dlsym(RTLD_NEXT, "epoll_pwait"), __ATOMIC_RELEASE);
+}
+
+static struct ep_state *ep_get(int fd)
+{
+	if ((unsigned)fd >= FDT_TOP * FDT_CHUNK)
+		return NULL;
+	struct ep_state **c = __atomic_load_n(&ep_tab[(unsigned)fd >> FDT_SHIFT], __ATOMIC_ACQUIRE);
+	return c ? __atomic_load_n(&c[(unsigned)fd & (FDT_CHUNK - 1)], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* under g_ep_lock: an fd other than s->epfd that names s (dup), -1 if none */
+static int another_fd(const struct ep_state *s)
+{
+	for (unsigned ci = 0; ci < FDT_TOP; ci++) {
+		struct ep_state **c = ep_tab[ci];
+		for (unsigned i = 0; c && i < FDT_CHUNK; i++)
+			if (c[i] == s && (int)(ci << FDT_SHIFT | i) != s->epfd)
+				return (int)(ci << FDT_SHIFT | i);
+	}
+	return -1;
+}
+
+/* under g_ep_lock */
+static bool ep_set(int fd, struct ep_state *s)
+{
+	if ((unsigned)fd >= FDT_TOP * FDT_CHUNK)
+		return false;
+	struct ep_state **c = ep_tab[(unsigned)fd >> FDT_SHIFT];
+	if (!c) {
+		if (!s)
+			return true;
+		c = calloc(FDT_CHUNK, sizeof(*c));
+		if (!c)
+			return false;
+		__atomic_store_n(&ep_tab[(unsigned)fd >> FDT_SHIFT], c, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&c[(unsigned)fd & (FDT_CHUNK - 1)], s, __ATOMIC_RELEASE);
+	return true;
+}
+
+static void state_free(struct ep_state *s)
+{
+	struct ep_state **p = &g_states;
+	while (*p && *p != s)
+		p = &(*p)->next;
+	if (*p)
+		*p = s->next;
+	free(s->regs);
+	free(s->byfd);
+	free(s->outq);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+	__atomic_fetch_sub(&shim_ep_count, 1, __ATOMIC_RELAXED);
+}
+
+/* a new epoll fd: give it a table (without one it simply passes through) */
+static int ep_adopt(int fd)
+{
+	if (fd < 0 || !shim_active)
+		return fd;
+	struct ep_state *s = calloc(1, sizeof(*s));
+	if (!s)
+		return fd;
+	pthread_mutex_init(&s->mu, NULL);
+	s->refs = 1;
+	s->epfd = fd;
+	s->pid = getpid();
+	pthread_mutex_lock(&g_ep_lock);
+	struct ep_state *old = ep_get(fd); /* an fd number reused behind our back (a raw close) */
+	if (old && --old->refs == 0)
+		state_free(old);
+	if (ep_set(fd, s)) {
+		s->next = g_states;
+		g_states = s;
+		__atomic_fetch_add(&shim_ep_count, 1, __ATOMIC_RELAXED);
+	} else {
+		pthread_mutex_destroy(&s->mu);
+		free(s);
+	}
+	pthread_mutex_unlock(&g_ep_lock);
+	return fd;
+}
+
+SHIM_EXPORT int epoll_create(int size)
+{
+	ep_resolve();
+	return ep_adopt(ep_real.create(size));
+}
+
+SHIM_EXPORT int epoll_create1(int flags)
+{
+	ep_resolve();
+	return ep_adopt(ep_real.create1(flags));
+}
+
+/* ---- entries (under s->mu) ---- */
+
+static struct ep_reg *reg_of(struct ep_state *s, int fd)
+{
+	if ((uint32_t)fd >= s->nbyfd || s->byfd[fd] == 0)
+		return NULL;
+	return &s->regs[s->byfd[fd] - 1];
+}
+
+static struct ep_reg *reg_new(struct ep_state *s, int fd)
+{
+	if ((uint32_t)fd >= s->nbyfd) {
+		uint32_t n = s->nbyfd ? s->nbyfd : 64;
+		while (n <= (uint32_t)fd)
+			n *= 2;
+		int32_t *b = realloc(s->byfd, n * sizeof(*b));
+		if (!b)
+			return NULL;
+		memset(b + s->nbyfd, 0, (n - s->nbyfd) * sizeof(*b));
+		s->byfd = b;
+		s->nbyfd = n;
+	}
+	uint32_t i;
+	if (s->freehead) {
+		i = s->freehead - 1;
+		s->freehead = (uint32_t)s->regs[i].fd;
+	} else {
+		if (s->nregs == s->capregs) {
+			uint32_t n = s->capregs ? 2 * s->capregs : 64;
+			struct ep_reg *r = realloc(s->regs, n * sizeof(*r));
+			if (!r)
+				return NULL;
+			s->regs = r;
+			s->capregs = n;
+		}
+		i = s->nregs++;
+		s->regs[i].gen = 0;
+	}
+	struct ep_reg *r = &s->regs[i];
+	uint32_t gen = r->gen + 1;
+	memset(r, 0, sizeof(*r));
+	r->gen = gen;
+	r->fd = fd;
+	s->byfd[fd] = (int32_t)i + 1;
+	return r;
+}
+
+static void out_del(struct ep_state *s, struct ep_reg *r)
+{
+	if (!r->uout)
+		return;
+	uint32_t last = s->outq[--s->nout];
+	s->outq[r->outpos] = last;
+	s->regs[last].outpos = r->outpos;
+	r->uout = false;
+}
+
+static bool out_add(struct ep_state *s, struct ep_reg *r)
+{
+	if (r->uout)
+		return true;
+	if (s->nout == s->capout) {
+		uint32_t n = s->capout ? 2 * s->capout : 64;
+		uint32_t *q = realloc(s->outq, n * sizeof(*q));
+		if (!q)
+			return false;
+		s->outq = q;
+		s->capout = n;
+	}
+	r->outpos = s->nout;
+	s->outq[s->nout++] = (uint32_t)(r - s->regs);
+	r->uout = true;
+	return true;
+}
+
+static void reg_free(struct ep_state *s, struct ep_reg *r)
+{
+	out_del(s, r);
+	if ((uint32_t)r->fd < s->nbyfd && s->byfd[r->fd] == (int32_t)(r - s->regs) + 1)
+		s->byfd[r->fd] = 0;
+	r->live = r->kreg = false;
+	r->gen++;
+	r->fd = (int)s->freehead;
+	s->freehead = (uint32_t)(r - s->regs) + 1;
+}
+
+static inline uint64_t kdata(const struct ep_state *s, const struct ep_reg *r)
+{
+	return (uint64_t)r->gen << 32 | (uint32_t)(r - s->regs);
+}
+
+static int kernel_ctl(int epfd, struct ep_state *s, int op, struct ep_reg *r, uint32_t mask)
+{
+	struct epoll_event ev = { .events = mask, .data.u64 = kdata(s, r) };
+	return ep_real.ctl(epfd, op, r->fd, op == EPOLL_CTL_DEL ? NULL : &ev);
+}
+
+/* A shim socket's registration whose churn and EPOLLOUT the table can take: level-triggered, not
+ * oneshot or exclusive, on an instance not inside another. */
+static bool lazy_ok(const struct ep_state *s, const struct ep_reg *r, uint32_t events)
+{
+	return fdt_is_sock(r->fdt) && !(events & EP_FLAGS) && !s->nested;
+}
+
+/* Should its EPOLLOUT be looked at here: asked for, the socket writable now (else the kernel's
+ * placeholder answers), and no thread already asleep in the kernel that would not see it. */
+static bool want_uout(const struct ep_state *s, const struct ep_reg *r, uint32_t events)
+{
+	return (events & EPOLLOUT) && lazy_ok(s, r, events) && s->blocked == 0 &&
+	       shim_stream_writable(r->fdt - 1);
+}
+
+/* What the kernel must have for a live entry. */
+static inline uint32_t needed(const struct ep_reg *r)
+{
+	return r->uout ? r->events & ~(uint32_t)EPOLLOUT : r->events;
+}
+
+static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_event *ev)
+{
+	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
+		return -EINVAL;
+	if (op != EPOLL_CTL_DEL && !ev)
+		return -EFAULT;
+	struct ep_state *inner = ep_get(fd);
+	if (inner && op != EPOLL_CTL_DEL && inner != s) { /* nested: the outer one sees only the kernel */
+		pthread_mutex_lock(&inner->mu);
+		if (!inner->nested) {
+			inner->nested = true;
+			while (inner->nout) {
+				struct ep_reg *q = &inner->regs[inner->outq[0]];
+				out_del(inner, q);
+				if (q->live && (q->kmask & EPOLLOUT) == 0 &&
+				    kernel_ctl(fd, inner, q->kreg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, q, q->events) == 0) {
+					q->kmask = q->events;
+					q->kreg = true;
+				}
+			}
+		}
+		pthread_mutex_unlock(&inner->mu);
+	}
+	pthread_mutex_lock(&s->mu);
+	struct ep_reg *r = reg_of(s, fd);
+	int rc = 0;
+	if (r && r->fdt != fdt_get(fd)) { /* the fd was closed and reopened without our close() seeing it */
+		if (r->kreg && !r->live && s->pid == getpid())
+			kernel_ctl(epfd, s, EPOLL_CTL_DEL, r, 0);
+		reg_free(s, r);
+		r = NULL;
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+	case EPOLL_CTL_MOD: {
+		if (op == EPOLL_CTL_ADD ? (r && r->live) : (!r || !r->live)) {
+			rc = op == EPOLL_CTL_ADD ? -EEXIST : -ENOENT;
+			break;
+		}
+		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE)) {
+			rc = -EINVAL;
+			break;
+		}
+		bool fresh = !r;
+		if (fresh && !(r = reg_new(s, fd))) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (fresh)
+			r->fdt = fdt_get(fd);
+		uint32_t events = ev->events;
+		bool uout = want_uout(s, r, events);
+		uint32_t need = uout ? events & ~(uint32_t)EPOLLOUT : events;
+		if (r->kreg && lazy_ok(s, r, events) && !(r->kmask & EP_FLAGS) && (need & ~r->kmask) == 0) {
+			/* the kernel watches for all of it already (maybe more: brought down when it shows) */
+		} else {
+			int kop = r->kreg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+			if (kernel_ctl(epfd, s, kop, r, need) < 0) {
+				rc = -errno;
+				if (fresh)
+					reg_free(s, r);
+				break;
+			}
+			r->kmask = need;
+			r->kreg = true;
+		}
+		r->events = events;
+		r->data = ev->data;
+		r->live = true;
+		if (uout) {
+			if (!out_add(s, r)) { /* no memory for the list: the kernel takes EPOLLOUT */
+				if (kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, events) == 0)
+					r->kmask = events;
+			}
+		} else {
+			out_del(s, r);
+		}
+		break;
+	}
+	case EPOLL_CTL_DEL:
+		if (!r || !r->live) {
+			rc = fdt_get(fd) == FDT_INTERNAL ? -EBADF : -ENOENT;
+			break;
+		}
+		if (lazy_ok(s, r, r->events) && !(r->kmask & EP_FLAGS)) {
+			r->live = false; /* kept in the kernel: a later ADD may need no call */
+			out_del(s, r);
+			break;
+		}
+		if (kernel_ctl(epfd, s, EPOLL_CTL_DEL, r, 0) < 0 && errno != ENOENT && errno != EBADF) {
+			rc = -errno;
+			break;
+		}
+		reg_free(s, r);
+		break;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	ep_resolve();
+	struct ep_state *s = ep_get(epfd);
+	if (SHIM_LIKELY(s == NULL)) {
+		if (fdt_get(fd) == FDT_INTERNAL) {
+			errno = EBADF; /* the shim's channels are not the program's */
+			return -1;
+		}
+		return ep_real.ctl(epfd, op, fd, ev);
+	}
+	if (fdt_get(fd) == FDT_INTERNAL || fd == epfd) {
+		errno = fd == epfd ? EINVAL : EBADF;
+		return -1;
+	}
+	return shim_errno_ret(ep_ctl(epfd, s, op, fd, ev));
+}
+
+/* ---- waiting ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Put an event for entry r in the output, merged with one already there for it this call. */
+static int emit(struct epoll_event *out, int n, struct ep_reg *r, uint32_t bits, uint64_t call)
+{
+	if (r->call == call) {
+		out[r->pos].events |= bits;
+		return n;
+	}
+	r->call = call;
+	r->pos = n;
+	out[n].events = bits;
+	out[n].data = r->data;
+	return n + 1;
+}
+
+static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int max, int timeout,
+		   const sigset_t *mask)
+{
+	if (max <= 0 || !out)
+		return -EINVAL;
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+	struct epoll_event kev[256];
+	for (;;) {
+		uint64_t call = __atomic_add_fetch(&g_ep_calls, 1, __ATOMIC_RELAXED);
+		int n = 0;
+		pthread_mutex_lock(&s->mu);
+		/* user-space EPOLLOUT first, leaving room for at least one kernel event; the scan starts
+		 * one further each call so a long list shares out a small maxevents */
+		int ucap = max > 1 ? max - 1 : 1;
+		uint32_t nout = s->nout, start = nout ? s->rot++ % nout : 0, fall[64], nfall = 0;
+		for (uint32_t k = 0; k < nout && n < ucap; k++) {
+			uint32_t i = s->outq[(start + k) % nout];
+			if (shim_stream_writable(s->regs[i].fdt - 1))
+				n = emit(out, n, &s->regs[i], EPOLLOUT, call);
+			else if (nfall < 64)
+				fall[nfall++] = i;
+		}
+		/* not writable: the kernel's placeholder answers (it turns writable when the ring has room) */
+		for (uint32_t k = 0; k < nfall; k++) {
+			struct ep_reg *r = &s->regs[fall[k]];
+			out_del(s, r);
+			if (kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, r->events) == 0)
+				r->kmask = r->events;
+		}
+		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - now_ms());
+		if (kto < -1 || (timeout > 0 && kto < 0))
+			kto = 0;
+		if (kto != 0)
+			s->blocked++;
+		pthread_mutex_unlock(&s->mu);
+		int kmax = max - n < (int)(sizeof(kev) / sizeof(kev[0])) ? max - n : (int)(sizeof(kev) / sizeof(kev[0]));
+		int k = kmax > 0 ? ep_real.pwait(epfd, kev, kmax, kto, mask) : 0;
+		int e = errno;
+		pthread_mutex_lock(&s->mu);
+		if (kto != 0)
+			s->blocked--;
+		for (int j = 0; j < k; j++) {
+			uint32_t idx = (uint32_t)kev[j].data.u64, gen = (uint32_t)(kev[j].data.u64 >> 32);
+			if (idx >= s->nregs || s->regs[idx].gen != gen || !s->regs[idx].kreg)
+				continue; /* an entry gone since (its kernel registration went with it) */
+			struct ep_reg *r = &s->regs[idx];
+			uint32_t want = r->live ? (r->events & ~(uint32_t)EP_FLAGS) | EP_ALWAYS : 0;
+			uint32_t got = kev[j].events & want;
+			if (kev[j].events & ~want) { /* the kernel's superset showed: bring it down to what is asked */
+				if (!r->live) {
+					kernel_ctl(epfd, s, EPOLL_CTL_DEL, r, 0);
+					reg_free(s, r);
+					continue;
+				}
+				uint32_t need = needed(r);
+				if (need != r->kmask && kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, need) == 0)
+					r->kmask = need;
+			}
+			if (got)
+				n = emit(out, n, r, got, call);
+		}
+		pthread_mutex_unlock(&s->mu);
+		if (n > 0)
+			return n;
+		if (k < 0)
+			return -e;
+		if (kto == 0 && (timeout == 0 || (timeout > 0 && now_ms() >= deadline)))
+			return 0;
+		/* only events the program did not ask for: wait on */
+	}
+}
+
+SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout, const sigset_t *mask)
+{
+	ep_resolve();
+	struct ep_state *s = ep_get(epfd);
+	if (SHIM_LIKELY(s == NULL))
+		return ep_real.pwait(epfd, events, maxevents, timeout, mask);
+	return shim_errno_ret(ep_wait(epfd, s, events, maxevents, timeout, mask));
+}
+
+SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents, const struct timespec *timeout,
+			     const sigset_t *mask)
+{
+	ep_resolve();
+	struct ep_state *s = ep_get(epfd);
+	if (SHIM_LIKELY(s == NULL)) {
+		int (*real)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *) =
+			dlsym(RTLD_NEXT, "epoll_pwait2");
+		if (!real)
+			return shim_errno_ret(-ENOSYS);
+		return real(epfd, events, maxevents, timeout, mask);
+	}
+	int ms = -1; /* to milliseconds, rounded up as the kernel rounds a wait up */
+	if (timeout) {
+		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000L)
+			return shim_errno_ret(-EINVAL);
+		int64_t v = (int64_t)timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
+		ms = v > INT32_MAX ? INT32_MAX : (int)v;
+	}
+	return shim_errno_ret(ep_wait(epfd, s, events, maxevents, ms, mask));
+}
+
+SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+{
+	return epoll_pwait(epfd, events, maxevents, timeout, NULL);
+}
+
+/* ---- fds going away or being copied (shim_sock.c) ---- */
+
+/* close(fd) of an epoll fd: its table goes with the last fd naming it */
+void shim_ep_closing(int fd)
+{
+	if (!ep_get(fd))
+		return;
+	pthread_mutex_lock(&g_ep_lock);
+	struct ep_state *s = ep_get(fd);
+	if (s) {
+		ep_set(fd, NULL);
+		if (--s->refs == 0)
+			state_free(s);
+		else if (s->epfd == fd)
+			s->epfd = another_fd(s);
+	}
+	pthread_mutex_unlock(&g_ep_lock);
+}
+
+/* close_range(): the epoll fds in [first, last] */
+void shim_ep_closing_range(unsigned first, unsigned last)
+{
+	for (unsigned ci = first >> FDT_SHIFT; ci < FDT_TOP && ci <= (last >> FDT_SHIFT); ci++) {
+		if (!__atomic_load_n(&ep_tab[ci], __ATOMIC_ACQUIRE))
+			continue;
+		for (unsigned i = 0; i < FDT_CHUNK; i++) {
+			unsigned fd = ci << FDT_SHIFT | i;
+			if (fd >= first && fd <= last)
+				shim_ep_closing((int)fd);
+		}
+	}
+}
+
+/* dup of an epoll fd: the copy names the same table */
+void shim_ep_dup(int old, int new)
+{
+	if (old == new)
+		return;
+	pthread_mutex_lock(&g_ep_lock);
+	struct ep_state *s = ep_get(old), *prev = ep_get(new);
+	if (prev != s) {
+		if (prev && --prev->refs == 0)
+			state_free(prev);
+		if (s)
+			s->refs++;
+		ep_set(new, s);
+	}
+	pthread_mutex_unlock(&g_ep_lock);
+}
+
+/* A shim socket's fd is closing: its entries go, and so do their kernel registrations (the kernel
+ * would keep one whose placeholder another fd still names, and report it under data we forgot) --
+ * but only in the process that made the instance: a forked child (redis's BGSAVE closes its copies
+ * of the listeners) shares the kernel instance with its parent, whose registrations must stay. */
+void shim_ep_forget(int fd)
+{
+	pid_t me = getpid();
+	pthread_mutex_lock(&g_ep_lock);
+	for (struct ep_state *s = g_states; s; s = s->next) {
+		pthread_mutex_lock(&s->mu);
+		struct ep_reg *r = reg_of(s, fd);
+		if (r) {
+			if (r->kreg && s->pid == me)
+				kernel_ctl(s->epfd, s, EPOLL_CTL_DEL, r, 0);
+			reg_free(s, r);
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_unlock(&g_ep_lock);
+}
+
+/* fork: the child's locks start free (a thread of the parent may have held one) */
+void shim_ep_atfork_child(void)
+{
+	pthread_mutex_init(&g_ep_lock, NULL);
+	for (struct ep_state *s = g_states; s; s = s->next)
+		pthread_mutex_init(&s->mu, NULL);
+}
