@@ -718,6 +718,125 @@ def test_asyncio_echo(env, stack):
     assert got == want, diff(want, got, f"--stack {stack}")
 
 
+# ------------------------------------------------------------------------------ epoll against a model
+
+EPOLL_MODEL = """\
+import os, random, select, socket, sys
+# Random level-triggered registration churn (register, modify, unregister, sockets made readable and
+# read, closed and made anew on the same numbers) on 8 TCP connections and a pipe; after every step,
+# what epoll reports must be exactly what a model of the registrations and readiness says.
+rng = random.Random(int(sys.argv[1]))
+IN, OUT = select.EPOLLIN, select.EPOLLOUT
+lst = socket.socket()
+lst.bind(("127.0.0.1", 0))
+lst.listen(16)
+def pair():
+    c = socket.create_connection(lst.getsockname())
+    s, _ = lst.accept()
+    c.setblocking(False)
+    return c, s
+conns = [pair() for _ in range(8)]
+pr, pw = os.pipe()
+ep = select.epoll()
+reg = {}       # fd -> mask asked
+readable = {}  # fd -> bytes the peer sent and this end has not read
+def wait_readable(fd):
+    r, _, _ = select.select([fd], [], [], 5)
+    assert r, f"fd {fd}: sent to, never readable"
+def model():
+    want = {}
+    for fd, mask in reg.items():
+        ev = (IN if readable.get(fd) else 0) | (OUT if fd != pr else 0)
+        if ev & mask:
+            want[fd] = ev & mask
+    return want
+steps = 0
+for step in range(int(sys.argv[2])):
+    i = rng.randrange(len(conns))
+    c, s = conns[i]
+    fd = c.fileno()
+    op = rng.random()
+    if op < 0.25:
+        mask = rng.choice([IN, OUT, IN | OUT])
+        if fd in reg:
+            ep.modify(fd, mask)
+        else:
+            ep.register(fd, mask)
+        reg[fd] = mask
+    elif op < 0.40:
+        if fd in reg:
+            ep.unregister(fd)
+            del reg[fd]
+        else:
+            try:
+                ep.unregister(fd)
+                raise SystemExit(f"step {step}: unregister of fd {fd} (not registered) did not fail")
+            except FileNotFoundError:
+                pass
+    elif op < 0.60:
+        n = rng.randrange(1, 200)
+        s.sendall(b"x" * n)
+        readable[fd] = readable.get(fd, 0) + n
+        wait_readable(fd)
+    elif op < 0.75:
+        got = 0
+        while readable.get(fd):
+            try:
+                b = c.recv(65536)
+            except BlockingIOError:  # the rest is still on its way (through the service, in pieces)
+                wait_readable(fd)
+                continue
+            got += len(b)
+            readable[fd] -= len(b)
+    elif op < 0.82:
+        if rng.random() < 0.5 and fd in reg:  # closed while registered: the kernel forgets it
+            del reg[fd]
+        elif fd in reg:
+            ep.unregister(fd)
+            del reg[fd]
+        c.close()
+        s.close()
+        readable.pop(fd, None)
+        conns[i] = pair()
+        nfd = conns[i][0].fileno()
+        assert nfd not in reg, f"step {step}: new fd {nfd} still registered in the model"
+    elif op < 0.90:
+        if pr in reg:
+            ep.unregister(pr)
+            del reg[pr]
+        else:
+            m = IN
+            ep.register(pr, m)
+            reg[pr] = m
+    else:
+        if readable.get(pr):
+            os.read(pr, 4096)
+            readable[pr] = 0
+        else:
+            os.write(pw, b"p")
+            readable[pr] = 1
+    got = dict(ep.poll(0))
+    want = model()
+    if got != want:
+        raise SystemExit(f"step {step} (op {op:.2f}): epoll reported {sorted(got.items())}, the model says "
+                         f"{sorted(want.items())}; registered {sorted(reg.items())}")
+    steps += 1
+print("epoll model: ok", steps, "steps")
+"""
+
+
+@pytest.mark.parametrize("stack", ["kernel", "shm"])
+def test_epoll_model(env, stack):
+    """The shim's epoll table (docs/sockets.md "epoll") under random level-triggered churn: every
+    report equal to a model's, as plain kernel sockets give (checked first, same seed)."""
+    (env.tmp / "epoll_model.py").write_text(EPOLL_MODEL)
+    want = env.plain().run([PY, env.tmp / "epoll_model.py", 7, 1500], timeout=120)
+    assert want.returncode == 0 and "epoll model: ok" in want.stdout, f"plain:\n{want.stdout}{want.stderr[-2000:]}"
+    got = env.shim(stack).run([PY, env.tmp / "epoll_model.py", 7, 1500], timeout=120)
+    assert got.returncode == 0 and got.stdout == want.stdout, \
+        f"--stack {stack}:\n{got.stdout}{got.stderr[-2000:]}"
+
+
 # ------------------------------------------------------------------------------ polling receivers
 
 
