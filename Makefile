@@ -17,13 +17,15 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
             tests/integration/test_nf_failure.py tests/integration/test_attach_cycles.py \
             tests/integration/test_lifecycle.py \
             tests/integration/test_hostile_nf.py tests/integration/test_domains.py tests/integration/test_pipes.py \
-            tests/integration/test_stackd.py tests/integration/test_nf_sched.py
+            tests/integration/test_stackd.py tests/integration/test_nf_sched.py \
+            tests/integration/test_sockets.py::test_sock_calls tests/integration/test_sockets.py::test_epoll_model
 
 # the data-path tests again with two workers: the NF library's own tests (what each NF does to a packet)
 # do not depend on the worker count and stay out, so that make test stays under 20 minutes
 WORKERS_E2E := $(filter-out $(addprefix tests/integration/,test_nf_firewall.py test_nf_nat.py test_nf_router.py \
                test_nf_monitor.py test_nf_ids.py test_nf_lb.py test_nf_l2switch.py test_nf_ratelimit.py \
-               test_stackd.py), $(ASAN_E2E)) tests/integration/test_gen_sink.py
+               test_stackd.py test_sockets.py::test_sock_calls test_sockets.py::test_epoll_model), $(ASAN_E2E)) \
+               tests/integration/test_gen_sink.py
 
 # the data-path tests again with NF-to-NF pipes on (every pipe open/close path; the guest tests run
 # both ways in the normal pass), kept short so that make test stays under 20 minutes with the guests
