@@ -713,7 +713,7 @@ done:
 			close(fd);
 			s2->app_fd = -1;
 			if (sent < 0) /* the app never gets it: the socket is as good as closed */
-				s2->app_closed = true;
+				sk_app_closed(s2);
 		}
 	}
 	if (sent < 0)
@@ -1036,7 +1036,7 @@ int engine_run(volatile int *stop)
 			case EV_ENGINE_END: {
 				struct sk *s = e->obj;
 				if (ev & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-					s->app_closed = true;
+					sk_app_closed(s);
 				if (ev & EPOLLIN)
 					sk_drain_bytes(s);
 				sk_work(s);

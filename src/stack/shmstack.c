@@ -172,7 +172,7 @@ static bool closed_now(struct sk *e)
 		return false;
 	struct pollfd p = { .fd = e->efd, .events = POLLRDHUP };
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
-		e->app_closed = true;
+		sk_app_closed(e);
 		sk_work(e);
 		return true;
 	}
@@ -504,7 +504,8 @@ void shm_close(struct sk *s)
 		struct sk *p = s->peer;
 		p->peer = NULL;
 		s->peer = NULL;
-		bool unread = s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
+		bool unread = s->app_closed ? s->unread_at_close
+				: s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
 		if (unread || s->broken)
 			p->sh->error = ECONNRESET;
 		sk_set_state(p, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, 0);

@@ -238,6 +238,17 @@ uint64_t sk_rx_free(struct sk *s)
 	return used <= s->rb ? s->rb - used : 0;
 }
 
+/* As TCP: a stream closed with data unread resets its peer; one closed with nothing unread ends it
+ * (FIN), and what the peer sends after that end gets EPIPE, not a reset (tcp_reset in CLOSE_WAIT).
+ * So whether data was unread is taken when the close is seen, not when the socket is freed. */
+void sk_app_closed(struct sk *s)
+{
+	if (s->app_closed)
+		return;
+	s->app_closed = true;
+	s->unread_at_close = s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
+}
+
 bool sk_readable(struct sk *s)
 {
 	uint32_t st = s->sh->state;
@@ -282,8 +293,8 @@ void sk_token(struct sk *s)
 	ssize_t w = send(s->efd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w < 0) {
 		s->token_fail++; /* counted, not logged: a program that never reads its tokens could flood the log */
-		if (errno != EAGAIN)
-			s->app_closed = errno == EPIPE || errno == ECONNRESET;
+		if (errno == EPIPE || errno == ECONNRESET)
+			sk_app_closed(s);
 	}
 	s->token_sent++;
 	__atomic_store_n(&s->sh->rd_token, SL_SK_TOKEN_PRESENT, __ATOMIC_SEQ_CST);

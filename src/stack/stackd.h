@@ -54,7 +54,8 @@ struct sk {
 	bool k_in_epoll;
 	bool k_readable, k_writable; /* kernel socket readiness seen (edge-triggered) */
 	bool k_rdhup;                /* the kernel socket reported the peer's end (or an error) */
-	bool app_closed;             /* every copy of the app's end is closed */
+	bool app_closed;             /* every copy of the app's end is closed (set by sk_app_closed) */
+	bool unread_at_close;        /* its receive ring held data when that was seen (shm: a reset for the peer) */
 	bool broken;                 /* reset: nothing more moves */
 	bool throttled;              /* on the token-bucket wait list */
 	struct sk *throttle_next;
@@ -156,6 +157,8 @@ void sk_drain_bytes(struct sk *s);
 bool sk_ring_sane(struct sk *s);
 uint64_t sk_tx_used(struct sk *s);
 uint64_t sk_rx_free(struct sk *s);
+/* every copy of the app's end is closed: noted once, with whether it left data unread */
+void sk_app_closed(struct sk *s);
 void sk_reset(struct sk *s, int err);
 uint64_t sk_budget(struct sk *s, uint64_t want);
 void sk_spend(struct sk *s, uint64_t n);
