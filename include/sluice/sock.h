@@ -166,7 +166,9 @@ struct sl_sk_slot {
 	volatile uint32_t rx_spin;   /* app: 1 while a thread polls the receive ring (no token wanted) */
 	volatile uint32_t peer_tokens; /* direct: tokens the peer put (its count: statistics only) */
 	volatile uint32_t peer_polled; /* direct: tokens the peer left out as rx_spin was 1 (the same) */
-	uint32_t pad1[10];
+	volatile uint32_t rx_waiters; /* app: threads waiting for the token other than by looking at the ring */
+	volatile uint32_t rx_loop;    /* app: 1 once an event loop held rx_spin (sticky; "Awake event loops") */
+	uint32_t pad1[8];
 	struct sl_sk_ring rx;        /* engine produces, app consumes */
 	struct sl_sk_ring tx;        /* app produces, engine consumes */
 	/* then: rx data (ring_bytes), tx data (ring_bytes), at the offsets sl_sk_rx_data/_tx_data give */
@@ -265,6 +267,16 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
  * (xchg(&rx_wanted, 0) == 1) write one byte. The engine clears tx_kick before it reads the send ring. A full send ring: the shim writes filler bytes (MSG_DONTWAIT) until the
  * placeholder is not writable; the engine leaves bytes in its end while the send ring is more than
  * 3/4 full and reads them all once it is not.
+ *
+ * Awake event loops (the shim's epoll table, docs/sockets.md "epoll"): an epoll instance holds rx_spin
+ * (sets it to 1, and rx_loop) for its level-triggered connected streams while a thread of it is
+ * awake, and looks at their rings in epoll_wait; before a thread of it sleeps in the kernel it lets
+ * go of them (rx_spin 0, a seq_cst fence, one more look at each ring). A thread that waits for a
+ * socket's token by other means -- a blocking receive's sleep, poll/select -- first increments
+ * rx_waiters (seq_cst), then clears rx_spin and does the token step of the readable token (data put
+ * while it was held has no token yet); the event loop, after it set rx_spin, reads rx_waiters and
+ * lets go (with the token step) when it is not 0. Either the loop sees the waiter or the waiter sees
+ * the hold.
  *
  * Direct connections (shm module, both ends of the same uid and without a rate limit): the engine
  * leaves the data path. At connect it makes one memfd for the connection holding two slots laid out

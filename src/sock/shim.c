@@ -117,6 +117,7 @@ void shim_resolve(void)
 	RESOLVE(sysv_signal);
 	RESOLVE(bsd_signal);
 	RESOLVE(siginterrupt);
+	RESOLVE(poll);
 }
 
 /* ---- messages ---- */
@@ -666,7 +667,7 @@ static volatile int g_watch_child; /* a fork child holding direct connections: s
 static void *direct_watch(void *arg)
 {
 	struct pollfd p = { .fd = (int)(intptr_t)arg, .events = POLLRDHUP };
-	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+	while (REAL(poll)(&p, 1, -1) < 0 && errno == EINTR)
 		;
 	if (!(p.revents & (POLLHUP | POLLRDHUP | POLLERR))) { /* closed under us (closefrom): not the service */
 		__atomic_store_n(&g_watch_pid, 0, __ATOMIC_RELEASE); /* the next direct connection starts another */
@@ -782,7 +783,7 @@ void shim_placeholder_gone(void)
 		fd = c->fd;
 	pthread_mutex_unlock(&g_chan_lock);
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-	if (fd >= 0 && poll(&p, 1, 100) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+	if (fd >= 0 && REAL(poll)(&p, 1, 100) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
 		mark_gone("it closed its end of the sockets and of the channel");
 }
 

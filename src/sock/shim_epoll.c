@@ -34,11 +34,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
 
 #define EP_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
 #define EP_ALWAYS (EPOLLERR | EPOLLHUP) /* reported whatever the mask */
+/* at most this many sockets of one instance have their rings looked at in each epoll_wait (the
+ * kernel's wait costs the same for 10 or 10,000 idle sockets; a scan does not): the rest use tokens */
+#define EP_UIN_MAX 256
 
 struct ep_reg {
 	int fd;
@@ -51,6 +55,9 @@ struct ep_reg {
 	bool kreg;           /* the kernel has it registered (live, or deleted by the program: "kept") */
 	bool uout;           /* its EPOLLOUT is looked at here (in outq) */
 	uint32_t outpos;     /* its index in outq */
+	bool uin;            /* its EPOLLIN is looked at here too (in inq: sock.h "Awake event loops") */
+	bool held;           /* ... and its rx_spin is held: senders leave the token out */
+	uint32_t inpos;      /* its index in inq */
 	uint64_t call;       /* the epoll_wait call that last reported it ... */
 	int pos;             /* ... at this index of that call's output */
 };
@@ -68,6 +75,8 @@ struct ep_state {
 	uint32_t nbyfd;
 	uint32_t *outq;      /* entries with uout */
 	uint32_t nout, capout, rot;
+	uint32_t *inq;       /* entries with uin */
+	uint32_t nin, capin;
 	struct ep_state *next; /* all instances, for close() of a registered shim socket */
 };
 
@@ -143,6 +152,7 @@ static void state_free(struct ep_state *s)
 	free(s->regs);
 	free(s->byfd);
 	free(s->outq);
+	free(s->inq);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 	__atomic_fetch_sub(&shim_ep_count, 1, __ATOMIC_RELAXED);
@@ -263,8 +273,73 @@ static bool out_add(struct ep_state *s, struct ep_reg *r)
 	return true;
 }
 
+/* Hold a uin entry's rx_spin (sock.h "Awake event loops"): senders leave its token out while this
+ * process is awake, and epoll_wait looks at its ring. Not while a waiter needs the token. */
+static void in_hold(struct ep_reg *r)
+{
+	if (r->held)
+		return;
+	uint32_t slot = r->fdt - 1;
+	struct sl_sk_slot *sl = slot_of(slot);
+	if (!__atomic_load_n(&sl->rx_loop, __ATOMIC_RELAXED))
+		__atomic_store_n(&sl->rx_loop, 1, __ATOMIC_SEQ_CST);
+	sl_sk_xchg(&sl->rx_spin, 1);
+	if (__atomic_load_n(&sl->rx_waiters, __ATOMIC_SEQ_CST)) {
+		sl_sk_xchg(&sl->rx_spin, 0);
+		shim_token_step(r->fd, slot, TOK_STREAM, false);
+		return;
+	}
+	r->held = true;
+}
+
+/* Let go of it. `token`: and make the placeholder show what the hold left out (anyone may wait on
+ * it now); without, the caller looks at the ring itself before it sleeps. */
+static void in_release(struct ep_reg *r, bool token)
+{
+	if (!r->held)
+		return;
+	r->held = false;
+	uint32_t slot = r->fdt - 1;
+	sl_sk_xchg(&slot_of(slot)->rx_spin, 0);
+	if (token)
+		shim_token_step(r->fd, slot, TOK_STREAM, false);
+}
+
+static void in_del(struct ep_state *s, struct ep_reg *r)
+{
+	if (!r->uin)
+		return;
+	in_release(r, true);
+	uint32_t last = s->inq[--s->nin];
+	s->inq[r->inpos] = last;
+	s->regs[last].inpos = r->inpos;
+	r->uin = false;
+}
+
+static bool in_add(struct ep_state *s, struct ep_reg *r)
+{
+	if (r->uin)
+		return true;
+	if (s->nin == s->capin) {
+		uint32_t n = s->capin ? 2 * s->capin : 64;
+		uint32_t *q = realloc(s->inq, n * sizeof(*q));
+		if (!q)
+			return false;
+		s->inq = q;
+		s->capin = n;
+	}
+	r->inpos = s->nin;
+	s->inq[s->nin++] = (uint32_t)(r - s->regs);
+	r->uin = true;
+	r->held = false;
+	if (s->blocked == 0)
+		in_hold(r);
+	return true;
+}
+
 static void reg_free(struct ep_state *s, struct ep_reg *r)
 {
+	in_del(s, r);
 	out_del(s, r);
 	if ((uint32_t)r->fd < s->nbyfd && s->byfd[r->fd] == (int32_t)(r - s->regs) + 1)
 		s->byfd[r->fd] = 0;
@@ -300,6 +375,14 @@ static bool want_uout(const struct ep_state *s, const struct ep_reg *r, uint32_t
 	       shim_stream_writable(r->fdt - 1);
 }
 
+/* Should its EPOLLIN be looked at here too: asked for, level-triggered, a connected stream (what
+ * its ring says is what recv would find; end of stream and errors too). */
+static bool want_uin(const struct ep_state *s, const struct ep_reg *r, uint32_t events)
+{
+	return (events & EPOLLIN) && lazy_ok(s, r, events) && (r->uin || s->nin < EP_UIN_MAX) &&
+	       shim_stream_connected(r->fdt - 1);
+}
+
 /* What the kernel must have for a live entry. */
 static inline uint32_t needed(const struct ep_reg *r)
 {
@@ -317,6 +400,8 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 		pthread_mutex_lock(&inner->mu);
 		if (!inner->nested) {
 			inner->nested = true;
+			while (inner->nin) /* the outer one waits on tokens: no hold may keep them back */
+				in_del(inner, &inner->regs[inner->inq[0]]);
 			while (inner->nout) {
 				struct ep_reg *q = &inner->regs[inner->outq[0]];
 				out_del(inner, q);
@@ -335,6 +420,7 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 	if (r && r->fdt != fdt_get(fd)) { /* the fd was closed and reopened without our close() seeing it */
 		if (r->kreg && !r->live && s->pid == getpid())
 			kernel_ctl(epfd, s, EPOLL_CTL_DEL, r, 0);
+		r->held = false; /* its socket is gone: no token step on what the fd is now */
 		reg_free(s, r);
 		r = NULL;
 	}
@@ -383,6 +469,10 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 		} else {
 			out_del(s, r);
 		}
+		if (want_uin(s, r, events))
+			in_add(s, r); /* no memory: tokens, as without the table (the kernel has EPOLLIN) */
+		else
+			in_del(s, r);
 		break;
 	}
 	case EPOLL_CTL_DEL:
@@ -393,6 +483,7 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 		if (lazy_ok(s, r, r->events) && !(r->kmask & EP_FLAGS)) {
 			r->live = false; /* kept in the kernel: a later ADD may need no call */
 			out_del(s, r);
+			in_del(s, r);
 			break;
 		}
 		if (kernel_ctl(epfd, s, EPOLL_CTL_DEL, r, 0) < 0 && errno != ENOENT && errno != EBADF) {
@@ -433,6 +524,14 @@ static int64_t now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* What kind of readable a shim socket's token stands for (shim_token_step) */
+static int tok_kind(uint32_t slot)
+{
+	if ((shim_slocal[slot].type & 0xf) == SOCK_DGRAM)
+		return TOK_DGRAM;
+	return (__atomic_load_n(&slot_of(slot)->state, __ATOMIC_ACQUIRE) & SL_SK_S_LISTENING) ? TOK_LISTEN : TOK_STREAM;
+}
+
 /* Put an event for entry r in the output, merged with one already there for it this call. */
 static int emit(struct epoll_event *out, int n, struct ep_reg *r, uint32_t bits, uint64_t call)
 {
@@ -445,6 +544,36 @@ static int emit(struct epoll_event *out, int n, struct ep_reg *r, uint32_t bits,
 	out[n].events = bits;
 	out[n].data = r->data;
 	return n + 1;
+}
+
+/* The kernel says a shim socket's placeholder holds a token: is there something to read? Almost
+ * always. But a token can outlive its data: a writer held up in the middle of putting it (a peer's
+ * shim descheduled for more than the 50 ms a reader waits for a token being written: sock.h) stores
+ * it after the reader gave up and took the data. The program must not hear of it -- wrk counts the
+ * EAGAIN of such a wake-up as a read error -- so the token step takes such a byte out, and the event
+ * stays only if data came meanwhile. */
+static bool readable_now(struct ep_reg *r)
+{
+	uint32_t slot = r->fdt - 1;
+	if (slot >= shim_nslots)
+		return true;
+	int kind = tok_kind(slot);
+	if (shim_readable(slot, kind))
+		return true;
+	return shim_token_step(r->fd, slot, kind, true) != 0;
+}
+
+/* The uin entries whose rings have something for recv: EPOLLIN (the scan starts one further each
+ * call, so a small maxevents is shared out). */
+static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap, uint64_t call)
+{
+	uint32_t nin = s->nin, start = nin ? s->rot % nin : 0;
+	for (uint32_t k = 0; k < nin && n < ucap; k++) {
+		struct ep_reg *r = &s->regs[s->inq[(start + k) % nin]];
+		if (shim_stream_readable(r->fdt - 1))
+			n = emit(out, n, r, EPOLLIN, call);
+	}
+	return n;
 }
 
 static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int max, int timeout,
@@ -461,6 +590,9 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		/* user-space EPOLLOUT first, leaving room for at least one kernel event; the scan starts
 		 * one further each call so a long list shares out a small maxevents */
 		int ucap = max > 1 ? max - 1 : 1;
+		if (s->blocked == 0)
+			for (uint32_t k = 0; k < s->nin; k++)
+				in_hold(&s->regs[s->inq[k]]);
 		uint32_t nout = s->nout, start = nout ? s->rot++ % nout : 0, fall[64], nfall = 0;
 		for (uint32_t k = 0; k < nout && n < ucap; k++) {
 			uint32_t i = s->outq[(start + k) % nout];
@@ -476,9 +608,20 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 			if (kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, r->events) == 0)
 				r->kmask = r->events;
 		}
+		n = scan_in(s, out, n, ucap, call);
 		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - now_ms());
 		if (kto < -1 || (timeout > 0 && kto < 0))
 			kto = 0;
+		if (kto != 0 && s->nin) {
+			/* going to sleep: let go of every hold, so senders put tokens again, then one more look at
+			 * the rings (data put before a sender saw the hold gone is there: sock.h) */
+			for (uint32_t k = 0; k < s->nin; k++)
+				in_release(&s->regs[s->inq[k]], false);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			n = scan_in(s, out, n, ucap, call);
+			if (n)
+				kto = 0;
+		}
 		if (kto != 0)
 			s->blocked++;
 		pthread_mutex_unlock(&s->mu);
@@ -488,6 +631,9 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		pthread_mutex_lock(&s->mu);
 		if (kto != 0)
 			s->blocked--;
+		if (s->blocked == 0) /* awake again: hold the tokens back while the program works */
+			for (uint32_t q = 0; q < s->nin; q++)
+				in_hold(&s->regs[s->inq[q]]);
 		for (int j = 0; j < k; j++) {
 			uint32_t idx = (uint32_t)kev[j].data.u64, gen = (uint32_t)(kev[j].data.u64 >> 32);
 			if (idx >= s->nregs || s->regs[idx].gen != gen || !s->regs[idx].kreg)
@@ -505,6 +651,8 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 				if (need != r->kmask && kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, need) == 0)
 					r->kmask = need;
 			}
+			if ((got & EPOLLIN) && fdt_is_sock(r->fdt) && !readable_now(r))
+				got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* a token byte with nothing behind it: gone now */
 			if (got)
 				n = emit(out, n, r, got, call);
 		}
@@ -632,4 +780,133 @@ void shim_ep_atfork_child(void)
 	pthread_mutex_init(&g_ep_lock, NULL);
 	for (struct ep_state *s = g_states; s; s = s->next)
 		pthread_mutex_init(&s->mu, NULL);
+}
+
+/* ---- poll and select (sock.h "Awake event loops") ----
+ * Not emulated: the kernel looks at the placeholders. But an event loop of this process (or of its
+ * parent before a fork) may hold a socket's token back, so each shim socket polled for input counts
+ * as a waiter for the call and gets its token step first. */
+
+struct pwait {
+	struct sl_sk_slot *small[16], **w;
+	unsigned n;
+};
+
+static void pwait_add(struct pwait *p, int fd, unsigned cap)
+{
+	uint32_t e = fdt_get(fd);
+	if (!fdt_is_sock(e) || e - 1 >= shim_nslots)
+		return;
+	if (p->n == 16 && p->w == p->small) {
+		struct sl_sk_slot **w = malloc(cap * sizeof(*w));
+		if (!w)
+			return; /* no memory: this socket is polled as it was (the hold may delay it) */
+		memcpy(w, p->small, sizeof(p->small));
+		p->w = w;
+	}
+	if (p->n >= cap && p->w != p->small)
+		return;
+	shim_rx_wait_begin(fd, e - 1, tok_kind(e - 1), &p->w[p->n]);
+	p->n++;
+}
+
+static void pwait_end(struct pwait *p)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		shim_rx_wait_end(p->w[i]);
+	if (p->w != p->small)
+		free(p->w);
+}
+
+static void pwait_poll(struct pwait *p, struct pollfd *fds, nfds_t n)
+{
+	p->w = p->small;
+	p->n = 0;
+	if (!shim_active || !shim_region)
+		return;
+	for (nfds_t i = 0; i < n; i++)
+		if (fds[i].fd >= 0 && (fds[i].events & (POLLIN | POLLRDNORM | POLLPRI)))
+			pwait_add(p, fds[i].fd, (unsigned)n);
+}
+
+static void pwait_select(struct pwait *p, int nfds, fd_set *rd)
+{
+	p->w = p->small;
+	p->n = 0;
+	if (!shim_active || !shim_region || !rd || nfds <= 0)
+		return;
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (int fd = 0; fd < nfds; fd++)
+		if (FD_ISSET(fd, rd))
+			pwait_add(p, fd, (unsigned)nfds);
+}
+
+SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	int (*real)(struct pollfd *, nfds_t, int) = REAL(poll);
+	struct pwait p;
+	pwait_poll(&p, fds, nfds);
+	int r = real(fds, nfds, timeout); /* a token put by the step shows there (perhaps a moment later) */
+	int e = errno;
+	pwait_end(&p);
+	errno = e;
+	return r;
+}
+
+SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		abort(); /* what glibc's own check does */
+	return poll(fds, nfds, timeout);
+}
+
+SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo, const sigset_t *mask)
+{
+	static int (*real)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	if (!real)
+		real = dlsym(RTLD_NEXT, "ppoll");
+	struct pwait p;
+	pwait_poll(&p, fds, nfds);
+	int r = real(fds, nfds, tmo, mask);
+	int e = errno;
+	pwait_end(&p);
+	errno = e;
+	return r;
+}
+
+SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo, const sigset_t *mask,
+			    size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		abort();
+	return ppoll(fds, nfds, tmo, mask);
+}
+
+SHIM_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tmo)
+{
+	static int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	if (!real)
+		real = dlsym(RTLD_NEXT, "select");
+	struct pwait p;
+	pwait_select(&p, nfds, rd);
+	int r = real(nfds, rd, wr, ex, tmo);
+	int e = errno;
+	pwait_end(&p);
+	errno = e;
+	return r;
+}
+
+SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo, const sigset_t *mask)
+{
+	static int (*real)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+	if (!real)
+		real = dlsym(RTLD_NEXT, "pselect");
+	struct pwait p;
+	pwait_select(&p, nfds, rd);
+	int r = real(nfds, rd, wr, ex, tmo, mask);
+	int e = errno;
+	pwait_end(&p);
+	errno = e;
+	return r;
 }

@@ -76,6 +76,7 @@ struct shim_real {
 	sighandler_t (*sysv_signal)(int, sighandler_t);
 	sighandler_t (*bsd_signal)(int, sighandler_t);
 	int (*siginterrupt)(int, int);
+	int (*poll)(struct pollfd *, nfds_t, int); /* the shim's own waits: never the interposed one */
 };
 extern struct shim_real shim_real;
 void shim_resolve(void);
@@ -196,6 +197,12 @@ int sk_wait(int fd, short events, int64_t *dl_ns, const struct timeval *tmo);
 bool sk_nonblocking(int fd);
 /* a connected stream open for sending, no pending error, a quarter of its ring free (shim_epoll.c) */
 bool shim_stream_writable(uint32_t slot);
+bool shim_stream_readable(uint32_t slot);
+bool shim_readable(uint32_t slot, int kind);
+bool shim_stream_connected(uint32_t slot);
+/* waiting for a token other than by looking at the ring (sock.h "Awake event loops") */
+int shim_rx_wait_begin(int fd, uint32_t slot, int kind, struct sl_sk_slot **w);
+void shim_rx_wait_end(struct sl_sk_slot *w);
 
 /* ---- shim_epoll.c: fds going away or copied ---- */
 extern int shim_ep_count;               /* epoll instances with a table: 0 keeps these off the path */

@@ -125,7 +125,7 @@ static bool handlers_restart(void)
 static bool placeholder_hup(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+	return REAL(poll)(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* 1: ready, -EAGAIN: the timeout passed, -EINTR: a signal, -ECONNRESET: the engine's end is gone.
@@ -164,7 +164,7 @@ int sk_wait(int fd, short events, int64_t *dl, const struct timeval *tmo)
 			ms = m > INT_MAX ? INT_MAX : (int)m;
 		}
 		struct pollfd p = { .fd = fd, .events = events };
-		int r = poll(&p, 1, ms);
+		int r = REAL(poll)(&p, 1, ms);
 		if (r < 0 && errno == EINTR && !timed && handlers_restart())
 			continue;
 		if (r < 0)
@@ -518,11 +518,56 @@ int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, c
 		*polled = true;
 		return 0;
 	}
-	r = sk_wait(fd, POLLIN, dl, tmo);
-	if (r < 0)
+	struct sl_sk_slot *w;
+	r = shim_rx_wait_begin(fd, slot, kind, &w); /* an event loop may hold the token back: not now */
+	if (r == 0)
+		r = sk_wait(fd, POLLIN, dl, tmo);
+	shim_rx_wait_end(w);
+	if (r != 0)
 		return r;
 	(*woke)++;
 	return 0;
+}
+
+/* A thread is about to wait for the socket's token by other means than looking at its ring (a
+ * blocking receive's sleep, poll/select): counted in rx_waiters, so no event loop holds the token back
+ * meanwhile, and if one did (rx_loop), the token step restores what it left out (sock.h "Awake event
+ * loops"). *w: what to give shim_rx_wait_end. 1: readable now, 0: wait, <0: gone. */
+int shim_rx_wait_begin(int fd, uint32_t slot, int kind, struct sl_sk_slot **w)
+{
+	struct sl_sk_slot *sl = slot_of(slot);
+	*w = sl;
+	__atomic_fetch_add(&sl->rx_waiters, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&sl->rx_loop, __ATOMIC_SEQ_CST))
+		return 0;
+	if (__atomic_load_n(&sl->rx_spin, __ATOMIC_SEQ_CST))
+		sl_sk_xchg(&sl->rx_spin, 0);
+	return shim_token_step(fd, slot, kind, false);
+}
+
+void shim_rx_wait_end(struct sl_sk_slot *w)
+{
+	__atomic_fetch_sub(&w->rx_waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+/* a connected stream (epoll may look at its receive ring) */
+bool shim_stream_connected(uint32_t slot)
+{
+	if (slot >= shim_nslots || (shim_slocal[slot].type & 0xf) != SOCK_STREAM)
+		return false;
+	return __atomic_load_n(&slot_of(slot)->state, __ATOMIC_ACQUIRE) & SL_SK_S_CONNECTED;
+}
+
+/* epoll's look at a socket (shim_epoll.c): readable as recv or accept would find it */
+bool shim_readable(uint32_t slot, int kind)
+{
+	return readable(slot_of(slot), kind);
+}
+
+/* epoll's look at a stream's receive ring (shim_epoll.c): readable as recv would find it */
+bool shim_stream_readable(uint32_t slot)
+{
+	return stream_readable(slot_of(slot));
 }
 
 static ssize_t epipe(int flags)

@@ -962,6 +962,115 @@ out:
 	return why[0] ? -1 : 0;
 }
 
+/* An event loop that is awake may have senders leave a socket's readable token out (the shim reads
+ * its ring instead: docs/sockets.md "epoll"). Whoever waits for the socket by other means meanwhile --
+ * poll, select, a blocking recv in another thread, a forked child -- must still see the data. */
+static int t_epoll_awake_then_poll(void)
+{
+	int ep = -1, c = -1, s = -1;
+	char b[8];
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	CHECK(epoll_wait1(ep, ev, 0) == 0, "nothing sent yet");
+	SYS(send(s, "a", 1, 0));
+	CHECK(wait_fd(c, POLLIN, WAIT_MS) & POLLIN, "poll after the event loop's wait: data never readable");
+	CHECK(recv(c, b, sizeof(b), 0) == 1, "recv");
+	CHECK(epoll_wait1(ep, ev, 0) == 0, "read: nothing more");
+	SYS(send(s, "b", 1, 0));
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(c, &rd);
+	struct timeval tv = { WAIT_MS / 1000, 0 };
+	int n;
+	do
+		n = select(c + 1, &rd, NULL, NULL, &tv);
+	while (n < 0 && errno == EINTR);
+	CHECK(n == 1 && FD_ISSET(c, &rd), "select after the event loop's wait: %d", n);
+	CHECK(recv(c, b, sizeof(b), 0) == 1, "recv");
+	n = epoll_wait1(ep, ev, 0);
+	CHECK(n == 0, "read: %d events", n);
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+struct blocked_recv {
+	int fd;
+	ssize_t got;
+	char b[8];
+};
+
+static void *recv_blocking(void *arg)
+{
+	struct blocked_recv *br = arg;
+	do
+		br->got = recv(br->fd, br->b, sizeof(br->b), 0);
+	while (br->got < 0 && errno == EINTR);
+	return NULL;
+}
+
+static int t_epoll_awake_blocked_recv(void)
+{
+	int ep = -1, c = -1, s = -1;
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	CHECK(epoll_wait1(ep, ev, 0) == 0, "nothing sent yet");
+	struct blocked_recv br = { .fd = c };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, recv_blocking, &br) == 0, "pthread_create");
+	sleep_ms(50);
+	/* a wait that sleeps and wakes again: the loop takes its hold back on waking, but not from a waiter */
+	CHECK(epoll_wait1(ep, ev, 50) == 0, "nothing sent yet (again, with the other thread in recv)");
+	SYS(send(s, "c", 1, 0));
+	pthread_join(t, NULL); /* a recv that never wakes ends the check by its alarm */
+	CHECK(br.got == 1 && br.b[0] == 'c', "the blocked recv got %zd", br.got);
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_epoll_awake_fork_child(void)
+{
+	int ep = -1, c = -1, s = -1;
+	struct epoll_event ev[4];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	CHECK(epoll_wait1(ep, ev, 0) == 0, "nothing sent yet");
+	fflush(NULL);
+	pid_t pid = fork();
+	SYS(pid);
+	if (pid == 0) {
+		char b[8];
+		alarm(10);
+		ssize_t r;
+		do
+			r = recv(c, b, sizeof(b), 0);
+		while (r < 0 && errno == EINTR);
+		_exit(r == 1 && b[0] == 'd' ? 0 : 3);
+	}
+	sleep_ms(50);
+	CHECK(epoll_wait1(ep, ev, 50) == 0, "nothing sent yet (the child in recv)");
+	SYS(send(s, "d", 1, 0));
+	int st = 0;
+	SYS(waitpid(pid, &st, 0));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's blocking recv: %s %d", WIFEXITED(st) ? "exit" : "signal",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	why[0] = 0;
+out:
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
 static int t_dup_fork_close(void)
 {
 	int c = -1, s = -1, d = -1, pp[2] = { -1, -1 };
@@ -1359,7 +1468,10 @@ static int send_until_error(int c, int flags)
 static int t_epipe_nosignal(void)
 {
 	int c = -1, s = -1;
+	char b[4];
 	SYS(tcp_pair(AF_INET, &c, &s));
+	/* a call on c before the peer closes (its connection is set up by then: a direct one attached) */
+	CHECK(recv(c, b, sizeof(b), MSG_DONTWAIT) < 0 && errno == EAGAIN, "nothing sent yet: want EAGAIN");
 	xclose(&s);
 	CHECK(wait_eof(c, WAIT_MS), "no EOF after the peer's close");
 	int before = sigpipes;
@@ -1993,6 +2105,9 @@ static const struct check {
 	{ "epoll_add_while_waiting", t_epoll_add_while_waiting },
 	{ "epoll_dup_nested", t_epoll_dup_nested },
 	{ "epoll_fork_close", t_epoll_fork_close },
+	{ "epoll_awake_then_poll", t_epoll_awake_then_poll },
+	{ "epoll_awake_blocked_recv", t_epoll_awake_blocked_recv },
+	{ "epoll_awake_fork_child", t_epoll_awake_fork_child },
 	{ "dup_fork_close", t_dup_fork_close },
 	{ "nonblock_connect", t_nonblock_connect },
 	{ "connect_refused", t_connect_refused },
