@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { OUTQ, INQ };
 #define EP_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
 #define EP_ALWAYS (EPOLLERR | EPOLLHUP) /* reported whatever the mask */
 /* at most this many sockets of one instance have their rings looked at in each epoll_wait (the
@@ -53,13 +54,12 @@ struct ep_reg {
 	uint32_t fdt;        /* the fd's table entry at registration: slot + 1 of a shim socket, 0 kernel */
 	bool live;           /* the program has it registered */
 	bool kreg;           /* the kernel has it registered (live, or deleted by the program: "kept") */
-	bool uout;           /* its EPOLLOUT is looked at here (in outq) */
-	uint32_t outpos;     /* its index in outq */
-	bool uin;            /* its EPOLLIN is looked at here too (in inq: sock.h "Awake event loops") */
+	bool uout;           /* its EPOLLOUT is looked at here (on the state's OUTQ list) */
+	bool uin;            /* its EPOLLIN is looked at here too (INQ: sock.h "Awake event loops") */
 	bool held;           /* ... and its rx_spin is held: senders leave the token out */
-	uint32_t inpos;      /* its index in inq */
+	uint32_t pos[2];     /* its index in each list it is on */
 	uint64_t call;       /* the epoll_wait call that last reported it ... */
-	int pos;             /* ... at this index of that call's output */
+	int outi;            /* ... at this index of that call's output */
 };
 
 struct ep_state {
@@ -73,10 +73,10 @@ struct ep_state {
 	uint32_t nregs, capregs, freehead; /* free entries chain through .fd */
 	int32_t *byfd;       /* fd -> entry index + 1 */
 	uint32_t nbyfd;
-	uint32_t *outq;      /* entries with uout */
-	uint32_t nout, capout, rot;
-	uint32_t *inq;       /* entries with uin */
-	uint32_t nin, capin;
+	struct elist {       /* entry indices; each member knows its place (pos), so removal is O(1) */
+		uint32_t *q, n, cap;
+	} list[2];           /* OUTQ: entries with uout; INQ: entries with uin */
+	uint32_t rot;        /* where the scans start (fairness for a small maxevents) */
 	struct ep_state *next; /* all instances, for close() of a registered shim socket */
 };
 
@@ -151,8 +151,8 @@ static void state_free(struct ep_state *s)
 		*p = s->next;
 	free(s->regs);
 	free(s->byfd);
-	free(s->outq);
-	free(s->inq);
+	free(s->list[OUTQ].q);
+	free(s->list[INQ].q);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 	__atomic_fetch_sub(&shim_ep_count, 1, __ATOMIC_RELAXED);
@@ -245,32 +245,45 @@ static struct ep_reg *reg_new(struct ep_state *s, int fd)
 	return r;
 }
 
+/* lists of entries: *on is the entry's membership flag of list l */
+static void list_del(struct ep_state *s, int l, struct ep_reg *r, bool *on)
+{
+	if (!*on)
+		return;
+	struct elist *e = &s->list[l];
+	uint32_t last = e->q[--e->n];
+	e->q[r->pos[l]] = last;
+	s->regs[last].pos[l] = r->pos[l];
+	*on = false;
+}
+
+static bool list_add(struct ep_state *s, int l, struct ep_reg *r, bool *on)
+{
+	if (*on)
+		return true;
+	struct elist *e = &s->list[l];
+	if (e->n == e->cap) {
+		uint32_t n = e->cap ? 2 * e->cap : 64;
+		uint32_t *q = realloc(e->q, n * sizeof(*q));
+		if (!q)
+			return false;
+		e->q = q;
+		e->cap = n;
+	}
+	r->pos[l] = e->n;
+	e->q[e->n++] = (uint32_t)(r - s->regs);
+	*on = true;
+	return true;
+}
+
 static void out_del(struct ep_state *s, struct ep_reg *r)
 {
-	if (!r->uout)
-		return;
-	uint32_t last = s->outq[--s->nout];
-	s->outq[r->outpos] = last;
-	s->regs[last].outpos = r->outpos;
-	r->uout = false;
+	list_del(s, OUTQ, r, &r->uout);
 }
 
 static bool out_add(struct ep_state *s, struct ep_reg *r)
 {
-	if (r->uout)
-		return true;
-	if (s->nout == s->capout) {
-		uint32_t n = s->capout ? 2 * s->capout : 64;
-		uint32_t *q = realloc(s->outq, n * sizeof(*q));
-		if (!q)
-			return false;
-		s->outq = q;
-		s->capout = n;
-	}
-	r->outpos = s->nout;
-	s->outq[s->nout++] = (uint32_t)(r - s->regs);
-	r->uout = true;
-	return true;
+	return list_add(s, OUTQ, r, &r->uout);
 }
 
 /* Hold a uin entry's rx_spin (sock.h "Awake event loops"): senders leave its token out while this
@@ -307,30 +320,17 @@ static void in_release(struct ep_reg *r, bool token)
 
 static void in_del(struct ep_state *s, struct ep_reg *r)
 {
-	if (!r->uin)
-		return;
-	in_release(r, true);
-	uint32_t last = s->inq[--s->nin];
-	s->inq[r->inpos] = last;
-	s->regs[last].inpos = r->inpos;
-	r->uin = false;
+	if (r->uin)
+		in_release(r, true);
+	list_del(s, INQ, r, &r->uin);
 }
 
 static bool in_add(struct ep_state *s, struct ep_reg *r)
 {
 	if (r->uin)
 		return true;
-	if (s->nin == s->capin) {
-		uint32_t n = s->capin ? 2 * s->capin : 64;
-		uint32_t *q = realloc(s->inq, n * sizeof(*q));
-		if (!q)
-			return false;
-		s->inq = q;
-		s->capin = n;
-	}
-	r->inpos = s->nin;
-	s->inq[s->nin++] = (uint32_t)(r - s->regs);
-	r->uin = true;
+	if (!list_add(s, INQ, r, &r->uin))
+		return false;
 	r->held = false;
 	if (s->blocked == 0)
 		in_hold(r);
@@ -379,7 +379,7 @@ static bool want_uout(const struct ep_state *s, const struct ep_reg *r, uint32_t
  * its ring says is what recv would find; end of stream and errors too). */
 static bool want_uin(const struct ep_state *s, const struct ep_reg *r, uint32_t events)
 {
-	return (events & EPOLLIN) && lazy_ok(s, r, events) && (r->uin || s->nin < EP_UIN_MAX) &&
+	return (events & EPOLLIN) && lazy_ok(s, r, events) && (r->uin || s->list[INQ].n < EP_UIN_MAX) &&
 	       shim_stream_connected(r->fdt - 1);
 }
 
@@ -400,10 +400,10 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 		pthread_mutex_lock(&inner->mu);
 		if (!inner->nested) {
 			inner->nested = true;
-			while (inner->nin) /* the outer one waits on tokens: no hold may keep them back */
-				in_del(inner, &inner->regs[inner->inq[0]]);
-			while (inner->nout) {
-				struct ep_reg *q = &inner->regs[inner->outq[0]];
+			while (inner->list[INQ].n) /* the outer one waits on tokens: no hold may keep them back */
+				in_del(inner, &inner->regs[inner->list[INQ].q[0]]);
+			while (inner->list[OUTQ].n) {
+				struct ep_reg *q = &inner->regs[inner->list[OUTQ].q[0]];
 				out_del(inner, q);
 				if (q->live && (q->kmask & EPOLLOUT) == 0 &&
 				    kernel_ctl(fd, inner, q->kreg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, q, q->events) == 0) {
@@ -536,11 +536,11 @@ static int tok_kind(uint32_t slot)
 static int emit(struct epoll_event *out, int n, struct ep_reg *r, uint32_t bits, uint64_t call)
 {
 	if (r->call == call) {
-		out[r->pos].events |= bits;
+		out[r->outi].events |= bits;
 		return n;
 	}
 	r->call = call;
-	r->pos = n;
+	r->outi = n;
 	out[n].events = bits;
 	out[n].data = r->data;
 	return n + 1;
@@ -563,13 +563,20 @@ static bool readable_now(struct ep_reg *r)
 	return shim_token_step(r->fd, slot, kind, true) != 0;
 }
 
+static void hold_all(struct ep_state *s)
+{
+	for (uint32_t k = 0; k < s->list[INQ].n; k++)
+		in_hold(&s->regs[s->list[INQ].q[k]]);
+}
+
 /* The uin entries whose rings have something for recv: EPOLLIN (the scan starts one further each
  * call, so a small maxevents is shared out). */
 static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap, uint64_t call)
 {
-	uint32_t nin = s->nin, start = nin ? s->rot % nin : 0;
-	for (uint32_t k = 0; k < nin && n < ucap; k++) {
-		struct ep_reg *r = &s->regs[s->inq[(start + k) % nin]];
+	const struct elist *in = &s->list[INQ];
+	uint32_t start = in->n ? s->rot % in->n : 0;
+	for (uint32_t k = 0; k < in->n && n < ucap; k++) {
+		struct ep_reg *r = &s->regs[in->q[(start + k) % in->n]];
 		if (shim_stream_readable(r->fdt - 1))
 			n = emit(out, n, r, EPOLLIN, call);
 	}
@@ -591,11 +598,11 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		 * one further each call so a long list shares out a small maxevents */
 		int ucap = max > 1 ? max - 1 : 1;
 		if (s->blocked == 0)
-			for (uint32_t k = 0; k < s->nin; k++)
-				in_hold(&s->regs[s->inq[k]]);
-		uint32_t nout = s->nout, start = nout ? s->rot++ % nout : 0, fall[64], nfall = 0;
+			hold_all(s);
+		const struct elist *o = &s->list[OUTQ];
+		uint32_t nout = o->n, start = nout ? s->rot++ % nout : 0, fall[64], nfall = 0;
 		for (uint32_t k = 0; k < nout && n < ucap; k++) {
-			uint32_t i = s->outq[(start + k) % nout];
+			uint32_t i = o->q[(start + k) % nout];
 			if (shim_stream_writable(s->regs[i].fdt - 1))
 				n = emit(out, n, &s->regs[i], EPOLLOUT, call);
 			else if (nfall < 64)
@@ -612,11 +619,11 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - now_ms());
 		if (kto < -1 || (timeout > 0 && kto < 0))
 			kto = 0;
-		if (kto != 0 && s->nin) {
+		if (kto != 0 && s->list[INQ].n) {
 			/* going to sleep: let go of every hold, so senders put tokens again, then one more look at
 			 * the rings (data put before a sender saw the hold gone is there: sock.h) */
-			for (uint32_t k = 0; k < s->nin; k++)
-				in_release(&s->regs[s->inq[k]], false);
+			for (uint32_t k = 0; k < s->list[INQ].n; k++)
+				in_release(&s->regs[s->list[INQ].q[k]], false);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 			n = scan_in(s, out, n, ucap, call);
 			if (n)
@@ -632,8 +639,7 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		if (kto != 0)
 			s->blocked--;
 		if (s->blocked == 0) /* awake again: hold the tokens back while the program works */
-			for (uint32_t q = 0; q < s->nin; q++)
-				in_hold(&s->regs[s->inq[q]]);
+			hold_all(s);
 		for (int j = 0; j < k; j++) {
 			uint32_t idx = (uint32_t)kev[j].data.u64, gen = (uint32_t)(kev[j].data.u64 >> 32);
 			if (idx >= s->nregs || s->regs[idx].gen != gen || !s->regs[idx].kreg)

@@ -425,26 +425,49 @@ except ConnectionResetError:
 """
 
 
-def test_direct_hostile_peer_cannot_hang_the_shim(direct_stackd, build_dir):
-    """A real program under the shim, connected to a peer that breaks the rules of the connection
-    memfd it shares: a token left WRITING for good costs the program ~50 ms, not a hang; a forged
-    ring index is a reset of that connection."""
+@contextlib.contextmanager
+def _program_with_direct_peer(direct_stackd, build_dir, script):
+    """A Python program under the shim that connects to a listener of this test's channel; yields the
+    channel, the test's end of the direct connection (Direct), a reader of the program's stdout lines
+    and the process (its stdin a pipe). Everything is closed, and the program killed, on the way out."""
     c = Chan(direct_stackd, "shm")
     port = _port()
     ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
     c.call("BIND", ls, payload=inet("127.0.0.1", port))
     c.call("LISTEN", ls, arg0=1)
     env = dict(os.environ, SLUICE_STACK="shm", SLUICE_SOCKET_DIR=direct_stackd, **shim_preload(build_dir))
-    app = subprocess.Popen([sys.executable, "-c", HOSTILE_PEER_CLIENT, str(port)], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    app = subprocess.Popen([sys.executable, "-c", script, str(port)], env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    fds, d = [lfd], None
     try:
         a, _, afd = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
+        fds.append(afd)
+
         def line():
             if not select.select([app.stdout], [], [], 10)[0]:
                 raise AssertionError("the program under the shim hangs")
             return app.stdout.readline().strip()
         assert line() == "connected"
         d = Direct(c, a)
+        yield c, d, line, app
+    finally:
+        if app.poll() is None:
+            app.kill()
+        app.wait()
+        for f in (app.stdin, app.stdout, app.stderr):
+            f.close()
+        for fd in fds:
+            os.close(fd)
+        if d:
+            d.close()
+        c.close()
+
+
+def test_direct_hostile_peer_cannot_hang_the_shim(direct_stackd, build_dir):
+    """A real program under the shim, connected to a peer that breaks the rules of the connection
+    memfd it shares: a token left WRITING for good costs the program ~50 ms, not a hang; a forged
+    ring index is a reset of that connection."""
+    with _program_with_direct_peer(direct_stackd, build_dir, HOSTILE_PEER_CLIENT) as (c, d, line, app):
         d.send(b"first")
         assert line() == "first"
         d.put_u32(SLOT_RD_TOKEN, 2, peer=True)  # WRITING, and never PRESENT
@@ -455,16 +478,6 @@ def test_direct_hostile_peer_cannot_hang_the_shim(direct_stackd, build_dir):
         os.write(d.peer_fd, b"t")
         assert line() == "reset"
         assert app.wait(10) == 0, app.stderr.read()
-    finally:
-        if app.poll() is None:
-            app.kill()
-        app.wait()
-        app.stdout.close()
-        app.stderr.close()
-    for fd in (lfd, afd):
-        os.close(fd)
-    d.close()
-    c.close()
 
 
 STALE_TOKEN_CLIENT = r"""
@@ -486,22 +499,7 @@ def test_stale_token_is_not_reported(direct_stackd, build_dir):
     """A token byte with nothing in the ring behind it -- what a token writer descheduled past the
     reader's 50 ms give-up leaves (sock.h) -- is not reported by epoll: wrk counts the EAGAIN of such
     a wake-up as a read error. Real data afterwards is."""
-    c = Chan(direct_stackd, "shm")
-    port = _port()
-    ls, _, lfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)
-    c.call("BIND", ls, payload=inet("127.0.0.1", port))
-    c.call("LISTEN", ls, arg0=1)
-    env = dict(os.environ, SLUICE_STACK="shm", SLUICE_SOCKET_DIR=direct_stackd, **shim_preload(build_dir))
-    app = subprocess.Popen([sys.executable, "-c", STALE_TOKEN_CLIENT, str(port)], env=env, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        a, _, afd = _wait(lambda: (lambda r: r[0] >= 0 and r)(c.call("ACCEPT", ls)), "accept")
-        def line():
-            if not select.select([app.stdout], [], [], 10)[0]:
-                raise AssertionError("the program under the shim hangs")
-            return app.stdout.readline().strip()
-        assert line() == "connected"
-        d = Direct(c, a)
+    with _program_with_direct_peer(direct_stackd, build_dir, STALE_TOKEN_CLIENT) as (c, d, line, app):
         os.write(d.peer_fd, b"t")  # the late writer's byte, and its PRESENT
         d.put_u32(SLOT_RD_TOKEN, 1, peer=True)
         app.stdin.write("\n")
@@ -512,16 +510,6 @@ def test_stale_token_is_not_reported(direct_stackd, build_dir):
         app.stdin.flush()
         assert line() == "events 1 data"
         assert app.wait(10) == 0, app.stderr.read()
-    finally:
-        if app.poll() is None:
-            app.kill()
-        app.wait()
-        for f in (app.stdin, app.stdout, app.stderr):
-            f.close()
-    for fd in (lfd, afd):
-        os.close(fd)
-    d.close()
-    c.close()
 
 
 def test_privileged_port_needs_root(stackd):
