@@ -383,10 +383,19 @@ static bool want_uin(const struct ep_state *s, const struct ep_reg *r, uint32_t 
 	       shim_stream_connected(r->fdt - 1);
 }
 
-/* What the kernel must have for a live entry. */
-static inline uint32_t needed(const struct ep_reg *r)
+/* What the kernel must have for `events`: all of it, but EPOLLOUT when that is looked at here. */
+static inline uint32_t kernel_needs(uint32_t events, bool uout)
 {
-	return r->uout ? r->events & ~(uint32_t)EPOLLOUT : r->events;
+	return uout ? events & ~(uint32_t)EPOLLOUT : events;
+}
+
+/* Its EPOLLOUT goes back to the kernel, whose placeholder answers (not writable here, no memory for
+ * the list, or an instance inside another) */
+static void out_to_kernel(int epfd, struct ep_state *s, struct ep_reg *r)
+{
+	out_del(s, r);
+	if ((r->events & EPOLLOUT) && !(r->kmask & EPOLLOUT) && kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, r->events) == 0)
+		r->kmask = r->events;
 }
 
 static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_event *ev)
@@ -402,15 +411,8 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 			inner->nested = true;
 			while (inner->list[INQ].n) /* the outer one waits on tokens: no hold may keep them back */
 				in_del(inner, &inner->regs[inner->list[INQ].q[0]]);
-			while (inner->list[OUTQ].n) {
-				struct ep_reg *q = &inner->regs[inner->list[OUTQ].q[0]];
-				out_del(inner, q);
-				if (q->live && (q->kmask & EPOLLOUT) == 0 &&
-				    kernel_ctl(fd, inner, q->kreg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, q, q->events) == 0) {
-					q->kmask = q->events;
-					q->kreg = true;
-				}
-			}
+			while (inner->list[OUTQ].n) /* (entries on it are live, so in the kernel) */
+				out_to_kernel(fd, inner, &inner->regs[inner->list[OUTQ].q[0]]);
 		}
 		pthread_mutex_unlock(&inner->mu);
 	}
@@ -444,7 +446,7 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 			r->fdt = fdt_get(fd);
 		uint32_t events = ev->events;
 		bool uout = want_uout(s, r, events);
-		uint32_t need = uout ? events & ~(uint32_t)EPOLLOUT : events;
+		uint32_t need = kernel_needs(events, uout);
 		if (r->kreg && lazy_ok(s, r, events) && !(r->kmask & EP_FLAGS) && (need & ~r->kmask) == 0) {
 			/* the kernel watches for all of it already (maybe more: brought down when it shows) */
 		} else {
@@ -461,14 +463,8 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 		r->events = events;
 		r->data = ev->data;
 		r->live = true;
-		if (uout) {
-			if (!out_add(s, r)) { /* no memory for the list: the kernel takes EPOLLOUT */
-				if (kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, events) == 0)
-					r->kmask = events;
-			}
-		} else {
-			out_del(s, r);
-		}
+		if (!uout || !out_add(s, r))
+			out_to_kernel(epfd, s, r); /* (a no-op unless EPOLLOUT is asked and the kernel lacks it) */
 		if (want_uin(s, r, events))
 			in_add(s, r); /* no memory: tokens, as without the table (the kernel has EPOLLIN) */
 		else
@@ -577,7 +573,7 @@ static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap,
 	uint32_t start = in->n ? s->rot % in->n : 0;
 	for (uint32_t k = 0; k < in->n && n < ucap; k++) {
 		struct ep_reg *r = &s->regs[in->q[(start + k) % in->n]];
-		if (shim_stream_readable(r->fdt - 1))
+		if (shim_readable(r->fdt - 1, TOK_STREAM))
 			n = emit(out, n, r, EPOLLIN, call);
 	}
 	return n;
@@ -597,8 +593,6 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		/* user-space EPOLLOUT first, leaving room for at least one kernel event; the scan starts
 		 * one further each call so a long list shares out a small maxevents */
 		int ucap = max > 1 ? max - 1 : 1;
-		if (s->blocked == 0)
-			hold_all(s);
 		const struct elist *o = &s->list[OUTQ];
 		uint32_t nout = o->n, start = nout ? s->rot++ % nout : 0, fall[64], nfall = 0;
 		for (uint32_t k = 0; k < nout && n < ucap; k++) {
@@ -609,12 +603,8 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 				fall[nfall++] = i;
 		}
 		/* not writable: the kernel's placeholder answers (it turns writable when the ring has room) */
-		for (uint32_t k = 0; k < nfall; k++) {
-			struct ep_reg *r = &s->regs[fall[k]];
-			out_del(s, r);
-			if (kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, r->events) == 0)
-				r->kmask = r->events;
-		}
+		for (uint32_t k = 0; k < nfall; k++)
+			out_to_kernel(epfd, s, &s->regs[fall[k]]);
 		n = scan_in(s, out, n, ucap, call);
 		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - now_ms());
 		if (kto < -1 || (timeout > 0 && kto < 0))
@@ -653,7 +643,7 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 					reg_free(s, r);
 					continue;
 				}
-				uint32_t need = needed(r);
+				uint32_t need = kernel_needs(r->events, r->uout);
 				if (need != r->kmask && kernel_ctl(epfd, s, EPOLL_CTL_MOD, r, need) == 0)
 					r->kmask = need;
 			}

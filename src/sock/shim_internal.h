@@ -197,7 +197,6 @@ int sk_wait(int fd, short events, int64_t *dl_ns, const struct timeval *tmo);
 bool sk_nonblocking(int fd);
 /* a connected stream open for sending, no pending error, a quarter of its ring free (shim_epoll.c) */
 bool shim_stream_writable(uint32_t slot);
-bool shim_stream_readable(uint32_t slot);
 bool shim_readable(uint32_t slot, int kind);
 bool shim_stream_connected(uint32_t slot);
 /* waiting for a token other than by looking at the ring (sock.h "Awake event loops") */

@@ -564,12 +564,6 @@ bool shim_readable(uint32_t slot, int kind)
 	return readable(slot_of(slot), kind);
 }
 
-/* epoll's look at a stream's receive ring (shim_epoll.c): readable as recv would find it */
-bool shim_stream_readable(uint32_t slot)
-{
-	return stream_readable(slot_of(slot));
-}
-
 static ssize_t epipe(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL))

@@ -504,8 +504,7 @@ void shm_close(struct sk *s)
 		struct sk *p = s->peer;
 		p->peer = NULL;
 		s->peer = NULL;
-		bool unread = s->app_closed ? s->unread_at_close
-				: s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
+		bool unread = s->app_closed ? s->unread_at_close : sk_rx_unread(s);
 		if (unread || s->broken)
 			p->sh->error = ECONNRESET;
 		sk_set_state(p, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, 0);

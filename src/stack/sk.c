@@ -246,7 +246,13 @@ void sk_app_closed(struct sk *s)
 	if (s->app_closed)
 		return;
 	s->app_closed = true;
-	s->unread_at_close = s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
+	s->unread_at_close = sk_rx_unread(s);
+}
+
+/* its receive ring holds data its program has not read */
+bool sk_rx_unread(struct sk *s)
+{
+	return s->conn ? sk_rx_free(s) != s->rb : s->rx_tail != sl_sk_load_acquire(&s->sh->rx.head);
 }
 
 bool sk_readable(struct sk *s)

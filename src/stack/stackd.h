@@ -159,6 +159,7 @@ uint64_t sk_tx_used(struct sk *s);
 uint64_t sk_rx_free(struct sk *s);
 /* every copy of the app's end is closed: noted once, with whether it left data unread */
 void sk_app_closed(struct sk *s);
+bool sk_rx_unread(struct sk *s);
 void sk_reset(struct sk *s, int err);
 uint64_t sk_budget(struct sk *s, uint64_t want);
 void sk_spend(struct sk *s, uint64_t n);
