@@ -31,6 +31,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -57,6 +59,9 @@ struct ep_reg {
 	bool uout;           /* its EPOLLOUT is looked at here (on the state's OUTQ list) */
 	bool uin;            /* its EPOLLIN is looked at here too (INQ: sock.h "Awake event loops") */
 	bool held;           /* ... and its rx_spin is held: senders leave the token out */
+	bool edge;           /* edge-triggered: EPOLLIN is reported when the ring's mark moves */
+	bool fresh;          /* edge: report once if readable (the kernel looks at an ADD or MOD) */
+	uint64_t mark;       /* edge: the ring's mark (rx_mark) when last reported or looked at */
 	uint32_t pos[2];     /* its index in each list it is on */
 	uint64_t call;       /* the epoll_wait call that last reported it ... */
 	int outi;            /* ... at this index of that call's output */
@@ -375,12 +380,32 @@ static bool want_uout(const struct ep_state *s, const struct ep_reg *r, uint32_t
 	       shim_stream_writable(r->fdt - 1);
 }
 
-/* Should its EPOLLIN be looked at here too: asked for, level-triggered, a connected stream (what
- * its ring says is what recv would find; end of stream and errors too). */
+/* Should its EPOLLIN be looked at here too: asked for, a connected stream (what its ring says is
+ * what recv would find; end of stream and errors too), level-triggered or edge-triggered alone (not
+ * oneshot or exclusive). An edge-triggered one stays in the kernel as asked, EPOLLOUT included: only
+ * its EPOLLIN is also looked at here, reported when the ring's mark moved (new bytes, end of stream,
+ * an error), as the kernel reports an edge for every arrival. */
 static bool want_uin(const struct ep_state *s, const struct ep_reg *r, uint32_t events)
 {
-	return (events & EPOLLIN) && lazy_ok(s, r, events) && (r->uin || s->list[INQ].n < EP_UIN_MAX) &&
-	       shim_stream_connected(r->fdt - 1);
+	uint32_t flags = events & EP_FLAGS;
+	return (events & EPOLLIN) && fdt_is_sock(r->fdt) && !s->nested && (flags == 0 || flags == EPOLLET) &&
+	       (r->uin || s->list[INQ].n < EP_UIN_MAX) && shim_stream_connected(r->fdt - 1);
+}
+
+/* What an edge-triggered entry compares: its receive ring's tail, with end of stream, reset and a
+ * pending error folded into the top bits (a byte count never reaches them). */
+static uint64_t rx_mark(uint32_t slot)
+{
+	struct sl_sk_slot *sl = slot_of(slot);
+	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+	uint64_t m = sl_sk_load_acquire(&sl->rx.tail);
+	if (st & SL_SK_S_RX_EOF)
+		m ^= 1ull << 61;
+	if (st & SL_SK_S_TX_CLOSED)
+		m ^= 1ull << 62;
+	if (__atomic_load_n(&sl->error, __ATOMIC_ACQUIRE))
+		m ^= 1ull << 63;
+	return m;
 }
 
 /* What the kernel must have for `events`: all of it, but EPOLLOUT when that is looked at here. */
@@ -465,6 +490,8 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 		r->live = true;
 		if (!uout || !out_add(s, r))
 			out_to_kernel(epfd, s, r); /* (a no-op unless EPOLLOUT is asked and the kernel lacks it) */
+		r->edge = (events & EPOLLET) != 0;
+		r->fresh = true; /* (edge) the kernel would look at it now */
 		if (want_uin(s, r, events))
 			in_add(s, r); /* no memory: tokens, as without the table (the kernel has EPOLLIN) */
 		else
@@ -565,25 +592,94 @@ static void hold_all(struct ep_state *s)
 		in_hold(&s->regs[s->list[INQ].q[k]]);
 }
 
-/* The uin entries whose rings have something for recv: EPOLLIN (the scan starts one further each
- * call, so a small maxevents is shared out). */
+/* An edge-triggered entry reported readable: with EPOLLOUT too when asked and writable, as the kernel
+ * reports every ready event of an entry it wakes. */
+static uint32_t edge_bits(const struct ep_reg *r)
+{
+	if ((r->events & EPOLLOUT) && shim_stream_writable(r->fdt - 1))
+		return EPOLLIN | EPOLLOUT;
+	return EPOLLIN;
+}
+
+/* The uin entries whose rings have something for recv: EPOLLIN; an edge-triggered one only when its
+ * mark moved since it was last reported or looked at (the scan starts one further each call, so a
+ * small maxevents is shared out). */
 static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap, uint64_t call)
 {
 	const struct elist *in = &s->list[INQ];
 	uint32_t start = in->n ? s->rot % in->n : 0;
 	for (uint32_t k = 0; k < in->n && n < ucap; k++) {
 		struct ep_reg *r = &s->regs[in->q[(start + k) % in->n]];
-		if (shim_readable(r->fdt - 1, TOK_STREAM))
-			n = emit(out, n, r, EPOLLIN, call);
+		uint32_t slot = r->fdt - 1;
+		if (!r->edge) {
+			if (shim_readable(slot, TOK_STREAM))
+				n = emit(out, n, r, EPOLLIN, call);
+			continue;
+		}
+		uint64_t m = rx_mark(slot);
+		if (m == r->mark && !r->fresh)
+			continue;
+		r->mark = m;
+		r->fresh = false;
+		if (shim_readable(slot, TOK_STREAM))
+			n = emit(out, n, r, edge_bits(r), call);
 	}
 	return n;
 }
 
-static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int max, int timeout,
-		   const sigset_t *mask)
+/* Polling event loops (sock.h "Awake event loops"): with a polling engine (app_poll_us > 0), an
+ * epoll_wait that found nothing looks at its rings (and asks the kernel without waiting) for that long
+ * before it sleeps, holding its sockets' tokens back all the while: a reply that comes soon costs
+ * neither side a system call or a wake-up. The kernel ends an epoll_wait with EINTR when a signal
+ * handler runs, whatever SA_RESTART says, and a look cannot see a handler run: so signals stay
+ * blocked while it polls (the synchronous ones excepted), and the sleep after it waits with the
+ * program's own mask -- a signal that came meanwhile ends that wait with EINTR, as it would have. */
+struct ep_spin {
+	int64_t end_ns;    /* 0: not started */
+	bool masked;       /* signals blocked; `saved` is the program's mask */
+	sigset_t saved;
+};
+
+static int64_t now_ns(void)
 {
-	if (max <= 0 || !out)
-		return -EINVAL;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* true while this wait should poll instead of sleeping */
+static bool ep_spinning(const struct ep_state *s, struct ep_spin *sp)
+{
+	if (sp->end_ns < 0 || !shim_region || s->list[INQ].n == 0)
+		return false;
+	int64_t t = now_ns();
+	if (sp->end_ns == 0) {
+		uint32_t us = ((struct sl_sk_region *)shim_region)->app_poll_us;
+		if (us == 0) {
+			sp->end_ns = -1;
+			return false;
+		}
+		sp->end_ns = t + (int64_t)(us > 10000 ? 10000 : us) * 1000;
+		sigset_t all;
+		sigfillset(&all);
+		static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT };
+		for (unsigned i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+			sigdelset(&all, sync_sigs[i]);
+		sp->masked = pthread_sigmask(SIG_BLOCK, &all, &sp->saved) == 0;
+		if (!sp->masked) {
+			sp->end_ns = -1;
+			return false;
+		}
+	}
+	if (t < sp->end_ns)
+		return true;
+	sp->end_ns = -1;
+	return false;
+}
+
+static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, int max, int timeout,
+			const sigset_t *mask, struct ep_spin *sp)
+{
 	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
 	struct epoll_event kev[256];
 	for (;;) {
@@ -609,6 +705,9 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - now_ms());
 		if (kto < -1 || (timeout > 0 && kto < 0))
 			kto = 0;
+		bool spin = kto != 0 && ep_spinning(s, sp);
+		if (spin)
+			kto = 0;
 		if (kto != 0 && s->list[INQ].n) {
 			/* going to sleep: let go of every hold, so senders put tokens again, then one more look at
 			 * the rings (data put before a sender saw the hold gone is there: sock.h) */
@@ -623,7 +722,9 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 			s->blocked++;
 		pthread_mutex_unlock(&s->mu);
 		int kmax = max - n < (int)(sizeof(kev) / sizeof(kev[0])) ? max - n : (int)(sizeof(kev) / sizeof(kev[0]));
-		int k = kmax > 0 ? ep_real.pwait(epfd, kev, kmax, kto, mask) : 0;
+		/* a sleep after a poll: the program's mask (a signal blocked meanwhile ends it with EINTR) */
+		const sigset_t *kmask = mask || !sp->masked || kto == 0 ? mask : &sp->saved;
+		int k = kmax > 0 ? ep_real.pwait(epfd, kev, kmax, kto, kmask) : 0;
 		int e = errno;
 		pthread_mutex_lock(&s->mu);
 		if (kto != 0)
@@ -649,6 +750,10 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 			}
 			if ((got & EPOLLIN) && fdt_is_sock(r->fdt) && !readable_now(r))
 				got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* a token byte with nothing behind it: gone now */
+			if ((got & EPOLLIN) && r->uin && r->edge) { /* reported: the scans start from here */
+				r->mark = rx_mark(r->fdt - 1);
+				r->fresh = false;
+			}
 			if (got)
 				n = emit(out, n, r, got, call);
 		}
@@ -659,8 +764,22 @@ static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int ma
 			return -e;
 		if (kto == 0 && (timeout == 0 || (timeout > 0 && now_ms() >= deadline)))
 			return 0;
-		/* only events the program did not ask for: wait on */
+		if (spin)
+			sched_yield(); /* the peer may be waiting for this core */
+		/* only events the program did not ask for, or polling: wait on */
 	}
+}
+
+static int ep_wait(int epfd, struct ep_state *s, struct epoll_event *out, int max, int timeout,
+		   const sigset_t *mask)
+{
+	if (max <= 0 || !out)
+		return -EINVAL;
+	struct ep_spin sp = { 0 };
+	int r = ep_wait_loop(epfd, s, out, max, timeout, mask, &sp);
+	if (sp.masked)
+		pthread_sigmask(SIG_SETMASK, &sp.saved, NULL); /* a signal that came while polling runs now */
+	return r;
 }
 
 SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout, const sigset_t *mask)
