@@ -592,13 +592,17 @@ static void hold_all(struct ep_state *s)
 		in_hold(&s->regs[s->list[INQ].q[k]]);
 }
 
-/* An edge-triggered entry reported readable: with EPOLLOUT too when asked and writable, as the kernel
- * reports every ready event of an entry it wakes. */
-static uint32_t edge_bits(const struct ep_reg *r)
+/* A uin entry found readable here: EPOLLIN, and EPOLLRDHUP after the peer's end of stream when asked
+ * (the placeholder says it too, a moment later); an edge-triggered one with EPOLLOUT as well when
+ * asked and writable, as the kernel reports every ready event of an entry it wakes. */
+static uint32_t in_bits(const struct ep_reg *r)
 {
-	if ((r->events & EPOLLOUT) && shim_stream_writable(r->fdt - 1))
-		return EPOLLIN | EPOLLOUT;
-	return EPOLLIN;
+	uint32_t bits = EPOLLIN;
+	if ((r->events & EPOLLRDHUP) && (__atomic_load_n(&slot_of(r->fdt - 1)->state, __ATOMIC_ACQUIRE) & SL_SK_S_RX_EOF))
+		bits |= EPOLLRDHUP;
+	if (r->edge && (r->events & EPOLLOUT) && shim_stream_writable(r->fdt - 1))
+		bits |= EPOLLOUT;
+	return bits;
 }
 
 /* The uin entries whose rings have something for recv: EPOLLIN; an edge-triggered one only when its
@@ -613,7 +617,7 @@ static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap,
 		uint32_t slot = r->fdt - 1;
 		if (!r->edge) {
 			if (shim_readable(slot, TOK_STREAM))
-				n = emit(out, n, r, EPOLLIN, call);
+				n = emit(out, n, r, in_bits(r), call);
 			continue;
 		}
 		uint64_t m = rx_mark(slot);
@@ -622,7 +626,7 @@ static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap,
 		r->mark = m;
 		r->fresh = false;
 		if (shim_readable(slot, TOK_STREAM))
-			n = emit(out, n, r, edge_bits(r), call);
+			n = emit(out, n, r, in_bits(r), call);
 	}
 	return n;
 }

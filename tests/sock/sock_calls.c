@@ -631,6 +631,87 @@ out:
 	return why[0] ? -1 : 0;
 }
 
+/* Edge-triggered as nginx registers a connection (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET), the
+ * program awake between waits: each arrival is one edge, reported with EPOLLOUT while writable, data
+ * left unread is not reported again until more comes, the peer's shutdown is EPOLLIN | EPOLLRDHUP,
+ * and a thread asleep in the wait is woken by the next arrival. */
+static void *send_later(void *p)
+{
+	int *fd = p;
+	sleep_ms(100);
+	if (send(*fd, "zz", 2, 0) != 2) {
+		/* the waiting side fails the check */
+	}
+	return NULL;
+}
+
+/* the events of one fd in one epoll_wait with maxevents 4 (0: none, -1: an error or another fd) */
+static int et_wait(int ep, int fd, int ms)
+{
+	struct epoll_event ev[4];
+	int n = epoll_wait1(ep, ev, ms), got = 0;
+	for (int i = 0; i < n; i++)
+		got = ev[i].data.fd == fd ? got | (int)ev[i].events : -1;
+	return n < 0 ? -1 : got;
+}
+
+/* wait for an event with EPOLLIN: an edge may bring EPOLLOUT alone first (the kernel's too: any
+ * wake-up of the socket reports what is ready) */
+static int et_wait_in(int ep, int fd)
+{
+	for (int i = 0; i < 100; i++) {
+		int got = et_wait(ep, fd, WAIT_MS);
+		if (got <= 0 || (got & EPOLLIN))
+			return got;
+	}
+	return -1;
+}
+
+static int t_epoll_et_conn(void)
+{
+	int ep = -1, c = -1, s = -1, started = 0, got;
+	pthread_t th;
+	char b[64];
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	got = et_wait(ep, c, WAIT_MS);
+	CHECK(got == EPOLLOUT, "added, nothing sent: events %#x, want EPOLLOUT", got);
+	SYS(send(s, "abc", 3, 0));
+	CHECK(wait_avail(c, 3), "the 3 bytes never arrived");
+	got = et_wait_in(ep, c);
+	CHECK(got == (EPOLLIN | EPOLLOUT), "data: events %#x, want EPOLLIN | EPOLLOUT", got);
+	got = et_wait(ep, c, 0);
+	CHECK(got >= 0 && !(got & EPOLLIN), "data left unread, no new arrival: reported again (%#x)", got);
+	SYS(send(s, "de", 2, 0));
+	CHECK(wait_avail(c, 5), "the 2 more bytes never arrived");
+	got = et_wait_in(ep, c);
+	CHECK(got > 0 && (got & EPOLLIN), "more data on unread data: events %#x, want an edge", got);
+	CHECK(recv(c, b, sizeof(b), 0) == 5 && !memcmp(b, "abcde", 5), "recv of the 5 bytes");
+	got = et_wait(ep, c, 0);
+	CHECK(got >= 0 && !(got & EPOLLIN), "all read: reported again (%#x)", got);
+	CHECK(pthread_create(&th, NULL, send_later, &s) == 0, "pthread_create");
+	started = 1;
+	got = et_wait_in(ep, c);
+	CHECK(got > 0 && (got & EPOLLIN), "asleep in epoll_wait, data sent: events %#x", got);
+	pthread_join(th, NULL);
+	started = 0;
+	CHECK(recv_exact(c, b, 2) == 2 && !memcmp(b, "zz", 2), "recv of the late bytes");
+	SYS(shutdown(s, SHUT_WR));
+	got = et_wait_in(ep, c);
+	CHECK(got > 0 && (got & (EPOLLIN | EPOLLRDHUP)) == (EPOLLIN | EPOLLRDHUP),
+	      "peer's shutdown: events %#x, want EPOLLIN | EPOLLRDHUP", got);
+	CHECK(recv(c, b, sizeof(b), 0) == 0, "recv after the shutdown: want EOF");
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
 static int t_epoll_oneshot(void)
 {
 	int ep = -1, c = -1, s = -1;
@@ -1919,6 +2000,58 @@ static void *poke_then_send(void *p)
 	return NULL;
 }
 
+/* A handler interrupts an epoll_wait that sleeps: EINTR, with SA_RESTART too (signal(7): epoll is
+ * never restarted) -- also when the shim polled its rings first with signals blocked (a polling
+ * engine: the sleep after the poll must have the program's mask). And epoll_pwait's mask: a signal
+ * the thread blocks, pending, ends a wait whose mask lets it in. */
+static int t_epoll_eintr(void)
+{
+	int ep = -1, c = -1, s = -1, started = 0;
+	pthread_t th;
+	struct epoll_event ev[4];
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART }, old;
+	sigset_t usr1, prev;
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, NULL, &prev);
+	SYS(sigaction(SIGUSR1, &sa, &old));
+	SYS(ep = epoll_create1(0));
+	SYS(tcp_pair(AF_INET, &c, &s));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	struct poke_arg pa = { .target = pthread_self(), .tid = (pid_t)syscall(SYS_gettid), .fd = s };
+	usr1s = 0;
+	CHECK(pthread_create(&th, NULL, poke_then_send, &pa) == 0, "pthread_create");
+	started = 1;
+	int n = epoll_wait(ep, ev, 4, 10000);
+	CHECK(n < 0 && errno == EINTR && usr1s == 1, "a handler ran (SA_RESTART): epoll_wait returned %d (%s), want EINTR; "
+	      "the handler ran %d times", n, n < 0 ? strerror(errno) : "-", (int)usr1s);
+	pthread_join(th, NULL);
+	started = 0;
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.fd == c, "the bytes sent after the signal: %d events", n);
+	char b[8];
+	CHECK(recv_exact(c, b, 4) == 4 && !memcmp(b, "late", 4), "recv");
+	SYS(pthread_sigmask(SIG_BLOCK, &usr1, &prev));
+	SYS(pthread_kill(pthread_self(), SIGUSR1));
+	usr1s = 0;
+	n = epoll_wait(ep, ev, 4, 200);
+	CHECK(n == 0 && usr1s == 0, "SIGUSR1 blocked and pending: epoll_wait returned %d (%s), the handler ran %d times; want "
+	      "a timeout", n, n < 0 ? strerror(errno) : "-", (int)usr1s);
+	n = epoll_pwait(ep, ev, 4, 5000, &prev);
+	CHECK(n < 0 && errno == EINTR && usr1s == 1, "epoll_pwait with a mask that lets the pending SIGUSR1 in: %d (%s), "
+	      "the handler ran %d times; want EINTR", n, n < 0 ? strerror(errno) : "-", (int)usr1s);
+	why[0] = 0;
+out:
+	if (started)
+		pthread_join(th, NULL);
+	pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	xclose(&ep), xclose(&c), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
 /* A handler interrupts a blocking recv: with SA_RESTART the call goes on and returns what comes
  * later, without it the call fails with EINTR (signal(7)). */
 static int t_signal_restart(void)
@@ -2098,6 +2231,7 @@ static const struct check {
 	{ "poll", t_poll },
 	{ "epoll_lt", t_epoll_lt },
 	{ "epoll_et", t_epoll_et },
+	{ "epoll_et_conn", t_epoll_et_conn },
 	{ "epoll_oneshot", t_epoll_oneshot },
 	{ "epoll_rdhup", t_epoll_rdhup },
 	{ "epoll_churn", t_epoll_churn },
@@ -2134,6 +2268,7 @@ static const struct check {
 	{ "blocking_recv_wakeup", t_blocking_recv_wakeup },
 	{ "blocking_read_eof", t_blocking_read_eof },
 	{ "signal_restart", t_signal_restart },
+	{ "epoll_eintr", t_epoll_eintr },
 	{ "readable_means_data", t_readable_means_data },
 	{ "close_eof", t_close_eof },
 };
