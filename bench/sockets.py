@@ -9,7 +9,8 @@ shm from a second sluice-stackd started with --poll-us 50, which polls 50 us aft
 shm-poll connections are direct (docs/sockets.md "Direct connections"); shm-engine = shm-poll with
 the engine kept on the data path, from a third sluice-stackd with --no-direct):
   redis     redis-benchmark SET and GET, 50 clients, -P 1 and -P 16: requests/s; CPU seconds per
-            request of server + client (+ sluice-stackd) in the -P 1 runs
+            request of server + client (+ sluice-stackd) in the -P 1 runs; redis-server's CPU and
+            user CPU per request in the -P 16 runs (the bound of one server thread)
   nginx     nginx (1 worker) + wrk (1 thread, 32 connections): requests/s of a 1 KiB file
   iperf3    one TCP stream: Gbit/s
   pingpong  64 B TCP ping-pong (bench/pingpong.c): p50/p99 round trip, us; placed by the scheduler,
@@ -66,6 +67,15 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, env: dict | None = N
         time.sleep(0.05)
     if probe.returncode != 0:
         raise BenchError(f"{what} did not listen on {port} within 10 s")
+
+
+def user_s(pid: int) -> float:
+    """utime of a process, seconds."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return int(f[11]) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
@@ -136,7 +146,7 @@ def run_redis(st: Stack, system: str, n: int) -> dict:
         wait_port(port, srv, "redis-server", st.env(system))
         for pipeline in (1, 16):
             engine = {"shm-poll": st.polling, "shm-engine": st.engine_path}.get(system, st).proc.pid
-            c0, s0, k0 = time.time(), cpu_s(srv.pid), cpu_s(engine)
+            c0, s0, k0, u0 = time.time(), cpu_s(srv.pid), cpu_s(engine), user_s(srv.pid)
             r0 = os.times()
             res = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-t", "set,get", "-c", "50",
                                   "-n", str(n * pipeline), "-P", str(pipeline)], env=st.env(system),
@@ -144,6 +154,7 @@ def run_redis(st: Stack, system: str, n: int) -> dict:
             r1 = os.times()
             client = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
             server, stackd = cpu_s(srv.pid) - s0, (cpu_s(engine) - k0 if system != "loopback" else 0.0)
+            server_user = user_s(srv.pid) - u0
             found = dict(re.findall(r"^(SET|GET): ([\d.]+) requests per second", res.stdout.replace("\r", "\n"), re.M))
             if len(found) != 2:
                 raise BenchError(f"redis-benchmark ({system}): no SET/GET figures in {res.stdout[-300:]!r} "
@@ -154,6 +165,10 @@ def run_redis(st: Stack, system: str, n: int) -> dict:
                 reqs = 2 * n
                 out["redis_cpu_us_per_req"] = (client + server + stackd) / reqs * 1e6
                 out["redis_wall_s"] = time.time() - c0
+            else:  # what one redis-server thread costs per pipelined request: its own code vs. the calls
+                reqs = 2 * n * pipeline
+                out["redis_p16_server_cpu_us"] = server / reqs * 1e6
+                out["redis_p16_server_user_us"] = server_user / reqs * 1e6
     finally:
         stop(srv)
     return out

@@ -19,7 +19,9 @@ METRICS = (("redis_set_p1", "redis-benchmark SET, -P 1", "req/s", True),
            ("pingpong_p99_us", "64 B ping-pong, p99", "µs", False),
            ("pingpong_1core_p50_us", "64 B ping-pong, p50, client and server on CPU 0", "µs", False),
            ("pingpong_1core_p99_us", "64 B ping-pong, p99, client and server on CPU 0", "µs", False),
-           ("redis_cpu_us_per_req", "CPU per request (redis -P 1; server + client + stackd)", "µs", False))
+           ("redis_cpu_us_per_req", "CPU per request (redis -P 1; server + client + stackd)", "µs", False),
+           ("redis_p16_server_cpu_us", "redis-server CPU per request (-P 16)", "µs", False),
+           ("redis_p16_server_user_us", "redis-server user CPU per request (-P 16)", "µs", False))
 SYSTEMS = (("loopback", "kernel loopback"), ("kernel", "sluice run --stack kernel"), ("shm", "sluice run --stack shm"),
            ("shm-poll", "--stack shm, engine --poll-us 50"),
            ("shm-engine", "--stack shm, --poll-us 50, engine on the data path (--no-direct)"))
@@ -91,9 +93,9 @@ def sockets_section(loaded: list[tuple[Path, dict]], out_dir: Path) -> list[str]
           "within a host, with peer-to-peer shared-memory queues and no daemon on the data path. Sluice's direct "
           "connections are peer to peer too (one copy, no engine). Programs still wait in the kernel's epoll on "
           "their placeholders, which is what lets them run unmodified; but while an event loop is awake the shim "
-          "reads its sockets' rings and senders leave the readable token out (docs/sockets.md \"epoll\"), so a "
-          "busy level-triggered loop makes no system call per message. Edge-triggered loops (nginx) still take a "
-          "token per message.", ""]
+          "reads its sockets' rings and senders leave the readable token out (docs/sockets.md \"epoll\"), "
+          "level-triggered or edge-triggered (nginx), so a busy loop makes no system call per message; with a "
+          "polling engine an idle loop polls its rings for as long before it sleeps.", ""]
     return L
 
 
@@ -123,6 +125,12 @@ def _verdict(get: dict) -> list[str]:
             best = max(x for _, x in xs)
             out.append(f"- shm p50 latency ≥ 2x lower ({where}): " + ", ".join(f"{n} {x:.2f}x" for n, x in xs)
                        + f" — {'met' if best >= 2 else 'not met'}.")
+    lb, cpu = get.get(("redis_set_p16", "loopback")), get.get(("redis_p16_server_user_us", "loopback"))
+    if lb and cpu and cpu["median"]:
+        bound = 1e6 / cpu["median"]
+        out.append(f"- The bound of one redis-server thread at -P 16: its own user CPU per request under loopback is "
+                   f"{cpu['median']:.3f} µs, so with no system calls at all it would serve at most {_num(bound)} "
+                   f"req/s, {bound / lb['median']:.2f}x loopback's SET -P 16.")
     k, b = get.get(("redis_cpu_us_per_req", "kernel")), get.get(("redis_cpu_us_per_req", "loopback"))
     if k and b and b["median"]:
         over = k["median"] / b["median"] - 1

@@ -269,8 +269,10 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
  * 3/4 full and reads them all once it is not.
  *
  * Awake event loops (the shim's epoll table, docs/sockets.md "epoll"): an epoll instance holds rx_spin
- * (sets it to 1, and rx_loop) for its level-triggered connected streams while a thread of it is
- * awake, and looks at their rings in epoll_wait; before a thread of it sleeps in the kernel it lets
+ * (sets it to 1, and rx_loop) for its connected streams registered level-triggered or EPOLLET alone
+ * while a thread of it is awake, and looks at their rings in epoll_wait (an edge-triggered one is
+ * reported when its rx tail moved); with app_poll_us > 0 an epoll_wait that found nothing goes on
+ * looking for that long; before a thread of it sleeps in the kernel it lets
  * go of them (rx_spin 0, a seq_cst fence, one more look at each ring). A thread that waits for a
  * socket's token by other means -- a blocking receive's sleep, poll/select -- first increments
  * rx_waiters (seq_cst), then clears rx_spin and does the token step of the readable token (data put

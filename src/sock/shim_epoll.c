@@ -17,10 +17,15 @@
  *            a socket it deleted) is never shown to it: the shim then brings the kernel's mask down to
  *            exactly what is asked (or deletes the registration) and waits on.
  *
+ *   EPOLLIN of a connected shim stream, level-triggered or EPOLLET alone, while the process is awake:
+ *            its ring is looked at and its token held back (sock.h "Awake event loops"); an
+ *            edge-triggered one is reported when the ring's mark moved. With a polling engine an
+ *            epoll_wait that found nothing polls these rings a while before it sleeps.
+ *
  * Every registration goes to the kernel with the shim's own data (an index and a generation) and the
  * program's data is given back from the table, so kernel and user-space readiness of one fd merge into
- * one event, as the kernel would report it. Kernel fds and edge-triggered, oneshot or exclusive
- * registrations pass through exactly (only their data is translated).
+ * one event, as the kernel would report it. Kernel fds and edge-triggered (but for the EPOLLIN above),
+ * oneshot or exclusive registrations pass through exactly (only their data is translated).
  *
  * Limits: the table is this process's. A forked child that uses an epoll instance its parent also uses
  * sees the parent's registrations as they were at fork; an epoll fd given to another process, or polled
@@ -654,8 +659,8 @@ static int64_t now_ns(void)
 /* true while this wait should poll instead of sleeping */
 static bool ep_spinning(const struct ep_state *s, struct ep_spin *sp)
 {
-	if (sp->end_ns < 0 || !shim_region || s->list[INQ].n == 0)
-		return false;
+	if (sp->end_ns < 0 || !shim_region || s->list[INQ].n == 0 || s->blocked)
+		return false; /* (another thread asleep in the kernel: the holds are let go, tokens flow) */
 	int64_t t = now_ns();
 	if (sp->end_ns == 0) {
 		uint32_t us = ((struct sl_sk_region *)shim_region)->app_poll_us;

@@ -933,6 +933,70 @@ def test_polling_receiver(handlers):
         e.close()
 
 
+ET_LOOP = """\
+import select, socket, sys
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(1)
+print("port", l.getsockname()[1], flush=True)
+s, _ = l.accept()
+l.close()
+ep = select.epoll()
+ep.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP | select.EPOLLET)
+ep.poll(0)          # awake from here on: never a wait that sleeps
+s.sendall(b"r")
+got = 0
+while got < int(sys.argv[1]):
+    for fd, ev in ep.poll(0):
+        if ev & select.EPOLLIN:
+            b = s.recv(100)
+            got += len(b)
+            s.sendall(b)
+print("echoed", got, flush=True)
+sys.stdin.read()    # until the test closes stdin: its socket stays in the service's list meanwhile
+"""
+
+ET_PEER = """\
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+assert c.recv(1) == b"r"
+for i in range(int(sys.argv[2])):
+    c.sendall(b"x")
+    assert c.recv(1) == b"x"
+print("done", flush=True)
+c.recv(1)
+"""
+
+
+def test_edge_triggered_loop_takes_no_tokens():
+    """An awake event loop holds its edge-triggered connections' tokens back too (sock.h "Awake event
+    loops"): a program that registers its connection EPOLLET as nginx does and polls epoll without
+    ever sleeping gets every message from its ring, and the peer's shim puts no readable token for
+    any of them (each is counted as left out, tokens_polled), while the edge is reported per message."""
+    e = Env()
+    try:
+        (e.tmp / "loop.py").write_text(ET_LOOP)
+        (e.tmp / "peer.py").write_text(ET_PEER)
+        shim = e.shim("shm")
+        n = 50
+        loop = shim.start([PY, "-u", e.tmp / "loop.py", str(n)], "et-loop", stdin=subprocess.PIPE)
+        wait_line(loop, "port")
+        port = int(loop.log.read_text().split("port", 1)[1].split()[0])
+        peer = shim.direct().start([PY, "-u", e.tmp / "peer.py", str(port), str(n)], "et-peer")
+        wait_line(peer, "done", timeout=30)
+        wait_line(loop, "echoed")
+        app = wait_for(lambda: app_of(e, loop.pid), 5, "the loop among the programs")
+        socks = [k for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"] and k["type"] == "stream"]
+        assert len(socks) == 1 and socks[0]["direct"], socks
+        assert socks[0]["tokens"] == 0 and socks[0]["tokens_polled"] >= n, (
+            f"the peer put readable tokens into an awake edge-triggered loop: {socks[0]}")
+        loop.stdin.close()
+        wait_exit(loop, 10, "the loop once its stdin closed")
+        wait_exit(peer, 10, "the peer once the loop left")
+    finally:
+        e.close()
+
+
 # -------------------------------------------------------------------------- kill -9 mid-transfer
 
 
