@@ -289,10 +289,9 @@ static inline void sl_sk_ring_read(const uint8_t *data, uint32_t size, uint64_t 
  * bytes straight into the PEER's receive ring (rx of the other half) and then plays the engine's
  * part of the readable token for the peer: seq_cst fence; if the peer's rx_spin is 1, nothing;
  * else if CAS(&peer.rd_token, 0, WRITING): look again, write one byte into the peer's engine end if
- * still readable, store PRESENT (else 0). So a message costs the engine nothing. With a polling
- * engine (app_poll_us > 0) the sender rings its own end's doorbell instead ("Kicks": a flag, a kick
- * only if the engine sleeps) and the engine, serving that end, puts the peer's token: under load
- * the sender makes no system call, and the engine still copies nothing. A full peer ring:
+ * still readable, store PRESENT (else 0). So a message costs the engine nothing, and one to a peer
+ * that polls (rx_spin 1) costs neither side a system call. (The engine still puts the peer's token
+ * when a kick asks it to serve an end, as a fallback.) A full peer ring:
  * the sender fills its own placeholder as before; the engine, reading that filler, leaves it while
  * the peer's ring is more than 3/4 full and sets the peer's rx_wanted, so the peer's next receive
  * kicks it. End of stream, resets and close stay the engine's (it sees the calls and the

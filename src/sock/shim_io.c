@@ -412,22 +412,17 @@ static int token_settled(int fd, struct sl_sk_slot *sl, uint32_t *t)
 	return 0;
 }
 
-/* A direct sender's share of the readable token (sock.h "Direct connections"). A polling engine
- * (app_poll_us > 0) puts it: the sender rings the doorbell of its own end (tx_doorbell: a flag, and a
- * kick only when the engine sleeps) and the engine, serving that end, puts its peer's token; under
- * load that costs the sender no system call. An engine that does not poll would have to be woken
- * for each message, so the sender does what sk_token does itself, for the peer's half, writing into
- * the peer's placeholder through its engine end. Without that fd (the peer went away meanwhile, or
- * the program closed every fd) the engine is asked with a kick. */
-static void direct_token(int fd, uint32_t slot, struct sl_sk_slot *sl, struct sl_sk_slot *peer, int pfd)
+/* A direct sender's share of the readable token (sock.h "Direct connections"): nothing while the
+ * peer holds rx_spin (it polls its ring: a blocking receive, an awake or polling event loop); else
+ * the sender does what sk_token does itself, for the peer's half, writing into the peer's
+ * placeholder through its engine end. (A polling engine once put it on a doorbell instead: with the
+ * peers polling for themselves that only took a core from them -- bench/notes.md.) Without that fd
+ * (the peer went away meanwhile, or the program closed every fd) the engine is asked with a kick. */
+static void direct_token(int fd, uint32_t slot, struct sl_sk_slot *peer, int pfd)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&peer->rx_spin, __ATOMIC_RELAXED)) {
 		__atomic_fetch_add(&peer->peer_polled, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	if (((struct sl_sk_region *)shim_region)->app_poll_us) {
-		tx_doorbell(fd, slot, sl);
 		return;
 	}
 	if (!sl_sk_cas(&peer->rd_token, 0, SL_SK_TOKEN_WRITING))
@@ -708,7 +703,7 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 			}
 			spin_unlock(&lo->txlock);
 			if (n && peer)
-				direct_token(fd, slot, sl, peer, lo->dpfd);
+				direct_token(fd, slot, peer, lo->dpfd);
 			else if (n)
 				tx_doorbell(fd, slot, sl);
 			if (sent == total)
