@@ -87,6 +87,7 @@ struct ep_state {
 		uint32_t *q, n, cap;
 	} list[2];           /* OUTQ: entries with uout; INQ: entries with uin */
 	uint32_t rot;        /* where the scans start (fairness for a small maxevents) */
+	uint32_t poll_us;    /* how long an epoll_wait polls before it sleeps, 0: app_poll_us (ep_spin) */
 	struct ep_state *next; /* all instances, for close() of a registered shim socket */
 };
 
@@ -645,9 +646,15 @@ static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap,
  * program's own mask -- a signal that came meanwhile ends that wait with EINTR, as it would have. */
 struct ep_spin {
 	int64_t end_ns;    /* 0: not started */
+	uint32_t us;       /* this poll's length */
 	bool masked;       /* signals blocked; `saved` is the program's mask */
 	sigset_t saved;
 };
+/* The poll's length adapts between app_poll_us and EP_POLL_GROW times that (as NICs moderate
+ * interrupts): a sleep after a poll that an event ended sooner than the poll was long says the poll
+ * was just too short -- the program paid a sleep and the peer a token for it -- so the next one is
+ * twice as long; a sleep that lasted more than four polls' worth, or to its timeout, halves it. */
+#define EP_POLL_GROW 4
 
 static int64_t now_ns(void)
 {
@@ -663,12 +670,16 @@ static bool ep_spinning(const struct ep_state *s, struct ep_spin *sp)
 		return false; /* (another thread asleep in the kernel: the holds are let go, tokens flow) */
 	int64_t t = now_ns();
 	if (sp->end_ns == 0) {
-		uint32_t us = ((struct sl_sk_region *)shim_region)->app_poll_us;
-		if (us == 0) {
+		uint32_t base = ((struct sl_sk_region *)shim_region)->app_poll_us;
+		if (base == 0) {
 			sp->end_ns = -1;
 			return false;
 		}
-		sp->end_ns = t + (int64_t)(us > 10000 ? 10000 : us) * 1000;
+		if (base > 10000)
+			base = 10000;
+		uint32_t us = s->poll_us < base ? base : s->poll_us > EP_POLL_GROW * base ? EP_POLL_GROW * base : s->poll_us;
+		sp->us = us;
+		sp->end_ns = t + (int64_t)us * 1000;
 		sigset_t all;
 		sigfillset(&all);
 		static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT };
@@ -733,9 +744,18 @@ static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, i
 		int kmax = max - n < (int)(sizeof(kev) / sizeof(kev[0])) ? max - n : (int)(sizeof(kev) / sizeof(kev[0]));
 		/* a sleep after a poll: the program's mask (a signal blocked meanwhile ends it with EINTR) */
 		const sigset_t *kmask = mask || !sp->masked || kto == 0 ? mask : &sp->saved;
+		int64_t slept = kto != 0 && sp->us ? now_ns() : 0;
 		int k = kmax > 0 ? ep_real.pwait(epfd, kev, kmax, kto, kmask) : 0;
 		int e = errno;
+		if (slept)
+			slept = now_ns() - slept;
 		pthread_mutex_lock(&s->mu);
+		if (slept) { /* the sleep after a poll: was the poll too short, or longer than needed? */
+			if (k > 0 && slept < (int64_t)sp->us * 1000)
+				s->poll_us = sp->us * 2;
+			else if (k <= 0 || slept > (int64_t)sp->us * 4000)
+				s->poll_us = sp->us / 2;
+		}
 		if (kto != 0)
 			s->blocked--;
 		if (s->blocked == 0) /* awake again: hold the tokens back while the program works */
