@@ -876,7 +876,8 @@ static void ctl_answer(struct ctl *c, const char *line)
 					"\"flags\":%u,\"error\":%d,\"tx_queued\":%llu,\"rx_queued\":%llu,\"tx_bytes\":%llu,"
 					"\"rx_bytes\":%llu,\"rd_token\":%u,\"rx_wanted\":%u,\"bytes_waiting\":%d,"
 					"\"kernel_readable\":%d,\"kernel_writable\":%d,\"app_closed\":%d,\"eof_shown\":%d,"
-					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"tokens_polled\":%llu,\"token_fail\":%llu,\"queued\":%d,\"throttled\":%d,\"peer\":%s,\"direct\":%s}",
+					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"tokens_polled\":%llu,\"token_fail\":%llu,\"rx_spin\":%u,"
+					"\"queued\":%d,\"throttled\":%d,\"peer\":%s,\"direct\":%s}",
 					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
 					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
 					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
@@ -884,7 +885,7 @@ static void ctl_answer(struct ctl *c, const char *line)
 					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed, s->efd_shut,
 					outq(s->efd), (unsigned long long)(s->token_sent + (s->conn ? s->sh->peer_tokens : 0)),
 					(unsigned long long)(s->token_polled + (s->conn ? s->sh->peer_polled : 0)),
-					(unsigned long long)s->token_fail, s->in_work, s->throttled,
+					(unsigned long long)s->token_fail, s->sh->rx_spin, s->in_work, s->throttled,
 					s->peer ? "true" : "false", s->conn ? "true" : "false");
 				first = false;
 			}

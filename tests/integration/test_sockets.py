@@ -851,7 +851,6 @@ l.bind(("127.0.0.1", int(sys.argv[1])))
 l.listen(1)
 print("listening", flush=True)
 c, _ = l.accept()
-c.sendall(b"g")
 assert c.recv(1) == b"1"  # a first blocking receive: the shim has looked at the handlers by now
 if sys.argv[2] in ("signal", "siginterrupt"):  # through the libc's own calls, not sigaction
     libc = ctypes.CDLL(None)
@@ -861,44 +860,47 @@ if sys.argv[2] in ("signal", "siginterrupt"):  # through the libc's own calls, n
     if sys.argv[2] == "siginterrupt":
         libc.siginterrupt(signal.SIGUSR1, 1)  # its handler loses SA_RESTART: no polling from now on
 print("phase 1", flush=True)
-sys.stdin.readline()
-c.sendall(b"h")           # the sender answers at once...
-first = c.recv(1)         # ...while this blocking receive polls the empty ring (sluice-stackd --poll-us)
-r, _, _ = select.select([c], [], [], 5)  # what the poll left in the ring must show as usual
-print("first", len(first), "readable" if r else "NOT readable", flush=True)
-rest = b""
-while len(first + rest) < 100:
-    b = c.recv(100)
-    if not b:
-        break
-    rest += b
-print("rest", "exact" if first + rest == bytes(range(100)) else "WRONG", flush=True)
-sys.stdin.read()  # until the test closes stdin: its sockets stay in the service's list meanwhile
+for line in sys.stdin:        # one round per line: a blocking receive of the 100 bytes the sender sends
+    first = c.recv(1)         # polls the empty ring first (sluice-stackd --poll-us), or sleeps at once
+    r, _, _ = select.select([c], [], [], 5)  # what the poll left in the ring must show as usual
+    rest = b""
+    while len(first + rest) < 100:
+        b = c.recv(100)
+        if not b:
+            break
+        rest += b
+    print("round", line.strip(), len(first), "readable" if r else "NOT readable",
+          "exact" if first + rest == bytes(range(100)) else "WRONG", flush=True)
 """
 
 SENDER = """\
 import signal, socket, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # never polls, whatever SIGINT came in as
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-while True:
-    b = s.recv(1)
-    if b == b"g":
-        s.sendall(b"1")
-    elif b == b"h":
-        s.sendall(bytes(range(100)))
-    else:
-        break
+s.sendall(b"1")
+for line in sys.stdin:        # the test says when
+    s.sendall(bytes(range(100)))
+    print("sent", line.strip(), flush=True)
 """
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("handlers", ["restart", "signal", "siginterrupt", "python"])
 def test_polling_receiver(handlers):
-    """A blocking recv under a polling service polls its ring and the engine leaves out its token
-    (tokens_polled); data left in the ring after such a recv still makes the socket readable to
-    select; a program with a handler lacking SA_RESTART (CPython's SIGINT, or one siginterrupt()
-    changed after the shim first looked) never polls (its recv must end with EINTR as the kernel's
-    would)."""
-    e = Env(poll_us=10000)  # a window far longer than the sender's answer takes
+    """A blocking recv under a polling service polls its ring (rx_spin 1 in its slot) and the sender
+    then leaves out its token (tokens_polled); data left in the ring after such a recv still makes the
+    socket readable to select; a program with a handler lacking SA_RESTART (CPython's SIGINT, or one
+    siginterrupt() changed after the shim first looked) never polls (its recv must end with EINTR as
+    the kernel's would). Made exact with SIGSTOP: the poller is stopped until the service shows it
+    polling (rx_spin 1) -- then the sender's bytes find it polling, whatever the scheduler does; a round
+    whose 10-ms poll ended before the test caught it is not counted, and the next one tries again."""
+    e = Env(poll_us=10000)  # the longest poll sluice-stackd allows
     try:
         (e.tmp / "poller.py").write_text(POLLER)
         (e.tmp / "sender.py").write_text(SENDER)
@@ -906,29 +908,59 @@ def test_polling_receiver(handlers):
         shim = e.shim("shm")
         poller = shim.start([PY, "-u", e.tmp / "poller.py", port, handlers], "poller", stdin=subprocess.PIPE)
         wait_line(poller, "listening")
-        sender = shim.direct().start([PY, e.tmp / "sender.py", port], "sender")
+        sender = shim.direct().start([PY, "-u", e.tmp / "sender.py", port], "sender", stdin=subprocess.PIPE)
         wait_line(poller, "phase 1")
         app = wait_for(lambda: app_of(e, poller.pid), 5, "the poller among the programs")
         assert e.stackd.ctl("status")["poll_us"] == 10000
 
-        def polled():
-            return sum(k["tokens_polled"] for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"])
-        before = polled()
-        poller.stdin.write(b"go\n")
-        poller.stdin.flush()
-        wait_line(poller, "rest")
-        out = poller.log.read_text()
-        assert "first 1 readable" in out and "rest exact" in out, out
-        after = polled()
+        def sock():
+            socks = [k for k in e.stackd.ctl("sockets")["sockets"] if k["app"] == app["id"] and k["peer"]]
+            assert len(socks) == 1, socks
+            return socks[0]
+        caught, spins_seen = 0, 0
+        for rnd in range(1, 101):
+            before = sock()["tokens_polled"]
+            poller.stdin.write(f"{rnd}\n".encode())
+            poller.stdin.flush()
+            stopped = False
+            deadline = time.monotonic() + 0.03
+            while time.monotonic() < deadline:  # stop it where the service shows it polling
+                os.kill(poller.pid, signal.SIGSTOP)
+                wait_for(lambda: _stopped(poller.pid), 5, "the poller stopped")
+                stopped = True
+                if sock()["rx_spin"]:
+                    spins_seen += 1
+                    break
+                os.kill(poller.pid, signal.SIGCONT)
+                stopped = False
+                time.sleep(0.0005)
+            polling = stopped
+            sender.stdin.write(f"{rnd}\n".encode())
+            sender.stdin.flush()
+            wait_line(sender, f"sent {rnd}")
+            after = sock()["tokens_polled"]
+            if stopped:
+                os.kill(poller.pid, signal.SIGCONT)
+            wait_line(poller, f"round {rnd} ")
+            line = [x for x in poller.log.read_text().splitlines() if x.startswith(f"round {rnd} ")][0]
+            assert line.endswith("1 readable exact"), line
+            if polling:
+                assert after == before + 1, f"sent while the poller polled (rx_spin 1): tokens_polled {before} -> {after}"
+                caught += 1
+            elif handlers in ("siginterrupt", "python"):
+                assert after == before, f"a program that must not poll had a token left out: {before} -> {after}"
+            if handlers in ("restart", "signal") and caught >= 2:
+                break
+            if handlers in ("siginterrupt", "python") and rnd >= 5:
+                break
         if handlers in ("restart", "signal"):
-            assert before > 0 and after > before, f"the poller's recv did not poll its ring: {before} -> {after}"
-        elif handlers == "siginterrupt":
-            assert before > 0 and after == before, f"it polled after siginterrupt(): {before} -> {after}"
+            assert caught >= 2, f"the poller's recv was never seen polling its ring in {rnd} rounds"
         else:
-            assert after == 0, f"a program with a handler lacking SA_RESTART polled: {before} -> {after}"
+            assert spins_seen == 0, "a program with a handler lacking SA_RESTART polled"
         poller.stdin.close()
         wait_exit(poller, 10, "the poller once its stdin closed")
-        wait_exit(sender, 10, "the sender once the poller left")
+        sender.stdin.close()
+        wait_exit(sender, 10, "the sender once its stdin closed")
     finally:
         e.close()
 
