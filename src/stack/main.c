@@ -34,6 +34,7 @@ static void usage(FILE *f)
 		"  --ring-kb N       each socket's send and receive ring, KiB, a power of two 4..16384 (256)\n"
 		"  --slots N         sockets per program, 1..65536 (1024)\n"
 		"  --poll-us N       after activity, poll N us before sleeping, 0..10000 (0: always sleep);\n"
+		"                    programs' blocking receives and event loops poll too (N to 4N us);\n"
 		"                    lower latency for a core's worth of CPU while busy\n"
 		"  --no-direct       keep the engine on the data path of shm connections (by default the\n"
 		"                    two ends of one owner without a rate limit move bytes themselves)\n");
