@@ -779,8 +779,11 @@ static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, i
 			}
 			if ((got & EPOLLIN) && fdt_is_sock(r->fdt) && !readable_now(r))
 				got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* a token byte with nothing behind it: gone now */
-			if ((got & EPOLLIN) && r->uin && r->edge) { /* reported: the scans start from here */
-				r->mark = rx_mark(r->fdt - 1);
+			if ((got & EPOLLIN) && r->uin && r->edge) {
+				uint64_t m = rx_mark(r->fdt - 1);
+				if (m == r->mark && !r->fresh) /* the token came with nothing new (a poll() of this */
+					got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* socket put it): no edge */
+				r->mark = m; /* reported: the scans start from here */
 				r->fresh = false;
 			}
 			if (got)
