@@ -598,6 +598,17 @@ static void hold_all(struct ep_state *s)
 		in_hold(&s->regs[s->list[INQ].q[k]]);
 }
 
+/* An edge-triggered entry: has its mark moved since it was last reported or looked at (or was it
+ * just added or modified)? Either way the mark is taken now: the next look starts from here. */
+static bool edge_moved(struct ep_reg *r)
+{
+	uint64_t m = rx_mark(r->fdt - 1);
+	bool moved = m != r->mark || r->fresh;
+	r->mark = m;
+	r->fresh = false;
+	return moved;
+}
+
 /* A uin entry found readable here: EPOLLIN, and EPOLLRDHUP after the peer's end of stream when asked
  * (the placeholder says it too, a moment later); an edge-triggered one with EPOLLOUT as well when
  * asked and writable, as the kernel reports every ready event of an entry it wakes. */
@@ -626,12 +637,7 @@ static int scan_in(struct ep_state *s, struct epoll_event *out, int n, int ucap,
 				n = emit(out, n, r, in_bits(r), call);
 			continue;
 		}
-		uint64_t m = rx_mark(slot);
-		if (m == r->mark && !r->fresh)
-			continue;
-		r->mark = m;
-		r->fresh = false;
-		if (shim_readable(slot, TOK_STREAM))
+		if (edge_moved(r) && shim_readable(slot, TOK_STREAM))
 			n = emit(out, n, r, in_bits(r), call);
 	}
 	return n;
@@ -656,27 +662,18 @@ struct ep_spin {
  * twice as long; a sleep that lasted more than four polls' worth, or to its timeout, halves it. */
 #define EP_POLL_GROW 4
 
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* true while this wait should poll instead of sleeping */
 static bool ep_spinning(const struct ep_state *s, struct ep_spin *sp)
 {
 	if (sp->end_ns < 0 || !shim_region || s->list[INQ].n == 0 || s->blocked)
 		return false; /* (another thread asleep in the kernel: the holds are let go, tokens flow) */
-	int64_t t = now_ns();
+	int64_t t = shim_now_ns();
 	if (sp->end_ns == 0) {
-		uint32_t base = ((struct sl_sk_region *)shim_region)->app_poll_us;
+		uint32_t base = shim_app_poll_us();
 		if (base == 0) {
 			sp->end_ns = -1;
 			return false;
 		}
-		if (base > 10000)
-			base = 10000;
 		uint32_t us = s->poll_us < base ? base : s->poll_us > EP_POLL_GROW * base ? EP_POLL_GROW * base : s->poll_us;
 		sp->us = us;
 		sp->end_ns = t + (int64_t)us * 1000;
@@ -744,11 +741,11 @@ static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, i
 		int kmax = max - n < (int)(sizeof(kev) / sizeof(kev[0])) ? max - n : (int)(sizeof(kev) / sizeof(kev[0]));
 		/* a sleep after a poll: the program's mask (a signal blocked meanwhile ends it with EINTR) */
 		const sigset_t *kmask = mask || !sp->masked || kto == 0 ? mask : &sp->saved;
-		int64_t slept = kto != 0 && sp->us ? now_ns() : 0;
+		int64_t slept = kto != 0 && sp->us ? shim_now_ns() : 0;
 		int k = kmax > 0 ? ep_real.pwait(epfd, kev, kmax, kto, kmask) : 0;
 		int e = errno;
 		if (slept)
-			slept = now_ns() - slept;
+			slept = shim_now_ns() - slept;
 		pthread_mutex_lock(&s->mu);
 		if (slept) { /* the sleep after a poll: was the poll too short, or longer than needed? */
 			if (k > 0 && slept < (int64_t)sp->us * 1000)
@@ -779,13 +776,9 @@ static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, i
 			}
 			if ((got & EPOLLIN) && fdt_is_sock(r->fdt) && !readable_now(r))
 				got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* a token byte with nothing behind it: gone now */
-			if ((got & EPOLLIN) && r->uin && r->edge) {
-				uint64_t m = rx_mark(r->fdt - 1);
-				if (m == r->mark && !r->fresh) /* the token came with nothing new (a poll() of this */
-					got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* socket put it): no edge */
-				r->mark = m; /* reported: the scans start from here */
-				r->fresh = false;
-			}
+			if ((got & EPOLLIN) && r->uin && r->edge && !edge_moved(r))
+				got &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM); /* a token with nothing new (a poll() of this
+				                                            * socket put it): no edge */
 			if (got)
 				n = emit(out, n, r, got, call);
 		}

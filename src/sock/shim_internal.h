@@ -28,6 +28,7 @@
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "sluice/sock.h"
 
@@ -178,6 +179,21 @@ int shim_take_error(uint32_t slot);
 void shim_placeholder_gone(void);
 void shim_say_gone(const char *why);
 int shim_errno_ret(int r); /* r < 0: errno = -r, return -1; else r */
+
+static inline int64_t shim_now_ns(void) /* CLOCK_MONOTONIC */
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* How long programs poll before they sleep (sock.h "Polling receivers"): the engine's app_poll_us,
+ * bounded here too (the region is the engine's to write), 0: never */
+static inline uint32_t shim_app_poll_us(void)
+{
+	uint32_t us = shim_region ? ((struct sl_sk_region *)shim_region)->app_poll_us : 0;
+	return us > 10000 ? 10000 : us;
+}
 
 /* ---- shim_io.c ---- */
 void shim_kick(int fd, uint32_t slot);

@@ -88,12 +88,6 @@ bool sk_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static bool catches_without_restart(const struct sigaction *sa)
 {
@@ -136,7 +130,7 @@ int sk_wait(int fd, short events, int64_t *dl, const struct timeval *tmo)
 		return -EAGAIN; /* a negative SO_*TIMEO: do not wait */
 	bool timed = tmo->tv_sec || tmo->tv_usec;
 	if (timed && !*dl)
-		*dl = now_ns() + (int64_t)tmo->tv_sec * 1000000000 + (int64_t)tmo->tv_usec * 1000;
+		*dl = shim_now_ns() + (int64_t)tmo->tv_sec * 1000000000 + (int64_t)tmo->tv_usec * 1000;
 	if (!timed && events == POLLIN) {
 		/* Block in recv(MSG_PEEK): the kernel restarts it after exactly the handlers with
 		 * SA_RESTART, as it would the app's own recv (poll would be interrupted by any). */
@@ -157,7 +151,7 @@ int sk_wait(int fd, short events, int64_t *dl, const struct timeval *tmo)
 	for (;;) {
 		int ms = -1;
 		if (timed) {
-			int64_t left = *dl - now_ns();
+			int64_t left = *dl - shim_now_ns();
 			if (left <= 0)
 				return -EAGAIN;
 			int64_t m = (left + 999999) / 1000000;
@@ -373,16 +367,14 @@ static bool may_poll(void)
 /* Poll an empty receive ring before sleeping; true when it is readable now. */
 static bool poll_ring(uint32_t slot, int kind, const struct timeval *tmo)
 {
-	uint32_t us = ((struct sl_sk_region *)shim_region)->app_poll_us; /* the engine's: bounded here too */
+	uint32_t us = shim_app_poll_us();
 	if (!us || tmo->tv_sec || tmo->tv_usec || !may_poll())
 		return false;
-	if (us > 10000)
-		us = 10000;
 	struct sl_sk_slot *sl = slot_of(slot);
 	sl_sk_xchg(&sl->rx_spin, 1);
-	int64_t end = now_ns() + (int64_t)us * 1000;
+	int64_t end = shim_now_ns() + (int64_t)us * 1000;
 	bool got;
-	while (!(got = readable(sl, kind)) && now_ns() < end)
+	while (!(got = readable(sl, kind)) && shim_now_ns() < end)
 		sched_yield(); /* the peer, or the engine, may be waiting for this core */
 	sl_sk_xchg(&sl->rx_spin, 0);
 	return got || readable(sl, kind); /* the last look: data published before the engine saw 0 */
@@ -401,7 +393,7 @@ static int token_settled(int fd, struct sl_sk_slot *sl, uint32_t *t)
 				shim_placeholder_gone();
 				return -ECONNRESET;
 			}
-			int64_t now = now_ns();
+			int64_t now = shim_now_ns();
 			if (!give_up)
 				give_up = now + 50 * 1000000ll;
 			else if (now > give_up)
