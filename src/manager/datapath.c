@@ -1664,12 +1664,9 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		return;
 	if (nfk) {
 		/* rte_hash looks up at most RTE_HASH_LOOKUP_BULK_MAX keys a call (more: -EINVAL, pos unset) */
-		for (uint16_t s = 0; s < nfk; s += RTE_HASH_LOOKUP_BULK_MAX) {
-			uint16_t k = nfk - s < RTE_HASH_LOOKUP_BULK_MAX ? (uint16_t)(nfk - s) : RTE_HASH_LOOKUP_BULK_MAX;
-			if (unlikely(rte_hash_lookup_bulk(flow_h, fkp + s, k, pos + s) != 0))
-				for (uint16_t i = s; i < s + k; i++)
-					pos[i] = -ENOENT; /* cannot happen with k in range; a miss is the safe reading */
-		}
+		for (uint16_t s = 0; s < nfk; s += RTE_HASH_LOOKUP_BULK_MAX)
+			rte_hash_lookup_bulk(flow_h, fkp + s, nfk - s < RTE_HASH_LOOKUP_BULK_MAX ? nfk - s : RTE_HASH_LOOKUP_BULK_MAX,
+					     pos + s);
 		for (uint16_t k = 0; k < nfk; k++)
 			fpos[fidx[k]] = pos[k] >= 0 ? pos[k] : -2 - (int32_t)k;
 	}

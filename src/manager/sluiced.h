@@ -33,7 +33,7 @@
 _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the NF info page");
 /* Packets the worker takes from a port or an NF's TX ring per look, and stages for an NF or a port
  * before it flushes. Each look costs loads of ring indices the other core wrote and stores it must
- * take back; at 32 these fixed costs bounded one NF at 64 B, at 128 it moved 20-33 % more
+ * take back; at 32 these fixed costs bounded one NF at 64 B, at 128 it moved 13-33 % more
  * (bench/notes.md "Bursts"). NFs still take at most SL_BURST_MAX per handler call. */
 #define SL_BURST 128
 #define SL_MAX_WORKERS 8  /* sluiced.workers at most */

@@ -546,13 +546,6 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 /* ---- waiting ---- */
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* What kind of readable a shim socket's token stands for (shim_token_step) */
 static int tok_kind(uint32_t slot)
 {
@@ -697,7 +690,7 @@ static bool ep_spinning(const struct ep_state *s, struct ep_spin *sp)
 static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, int max, int timeout,
 			const sigset_t *mask, struct ep_spin *sp)
 {
-	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+	int64_t deadline = timeout > 0 ? shim_now_ns() / 1000000 + timeout : 0;
 	struct epoll_event kev[256];
 	for (;;) {
 		uint64_t call = __atomic_add_fetch(&g_ep_calls, 1, __ATOMIC_RELAXED);
@@ -719,7 +712,7 @@ static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, i
 		for (uint32_t k = 0; k < nfall; k++)
 			out_to_kernel(epfd, s, &s->regs[fall[k]]);
 		n = scan_in(s, out, n, ucap, call);
-		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - now_ms());
+		int kto = n ? 0 : timeout < 0 ? -1 : timeout == 0 ? 0 : (int)(deadline - shim_now_ns() / 1000000);
 		if (kto < -1 || (timeout > 0 && kto < 0))
 			kto = 0;
 		bool spin = kto != 0 && ep_spinning(s, sp);
@@ -787,7 +780,7 @@ static int ep_wait_loop(int epfd, struct ep_state *s, struct epoll_event *out, i
 			return n;
 		if (k < 0)
 			return -e;
-		if (kto == 0 && (timeout == 0 || (timeout > 0 && now_ms() >= deadline)))
+		if (kto == 0 && (timeout == 0 || (timeout > 0 && shim_now_ns() / 1000000 >= deadline)))
 			return 0;
 		if (spin)
 			sched_yield(); /* the peer may be waiting for this core */

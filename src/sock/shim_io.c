@@ -88,7 +88,6 @@ bool sk_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-
 static bool catches_without_restart(const struct sigaction *sa)
 {
 	void (*h)(int) = sa->sa_handler; /* sa_sigaction shares its storage */
