@@ -14,6 +14,8 @@ mostly idle) and every NF share core 0. With N > 1 the NFs time-share core 0, wh
 of comparing poll against adaptive there.
 
 Run directly for a quick check:  bench/sluice_fabric.py --nfs 1 --size 64 --mode poll [--pipes]
+One latency trial as bench/run.py makes them:  bench/sluice_fabric.py --trials --nfs 3 --rate 300000
+    --mode adaptive+pipes+fifo   (prints sent, lost and the latency percentiles in ns)
 """
 
 from __future__ import annotations
@@ -340,7 +342,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nfs", type=int, default=1)
     ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--mode", default="poll", choices=MODES, help="NF wakeup mode; MODE+pipes = MODE with --pipes")
+    ap.add_argument("--mode", default="poll", choices=MODES + tuple(m + FIFO_SUFFIX for m in MODES),
+                    help="NF wakeup mode; MODE+pipes = MODE with --pipes; MODE+fifo (with --trials only) = "
+                         "sluiced.nf_sched fifo, as run.py --trial-mode")
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--logdir", type=Path, default=None)
@@ -351,10 +355,11 @@ def main() -> int:
     if a.logdir:
         a.logdir.mkdir(parents=True, exist_ok=True)
     if a.trials:
-        if a.pipes or a.mode not in WAKEUPS:
-            ap.error("--trials does not take pipes (the trial sessions run without them)")
+        mode, fifo = split_sched(a.mode)
+        wakeup, pipes = parse_mode(mode)
         try:
-            with SluiceTrials(nfs=a.nfs, size=max(a.size, 66), mode=a.mode, logdir=a.logdir) as t:
+            with SluiceTrials(nfs=a.nfs, size=max(a.size, 66), mode=wakeup, logdir=a.logdir,
+                              pipes=pipes or a.pipes, fifo=fifo) as t:
                 r = t.trial(a.rate, a.duration, a.warmup)
         except BenchError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -362,6 +367,8 @@ def main() -> int:
         r.pop("histogram")
         print(json.dumps(r))
         return 0
+    if a.mode.endswith(FIFO_SUFFIX):
+        ap.error(f"--mode {a.mode}: MODE+fifo is a trial mode (use it with --trials)")
     try:
         mpps, extra = run_sluice(a.nfs, a.size, a.mode, a.warmup, a.duration, a.logdir, pipes=a.pipes)
     except BenchError as e:

@@ -10,6 +10,8 @@ and is removed in fixture finalizers, also when the test fails:
                                        process it started on teardown.
 - ``Net`` (fixture ``net``)            network namespaces and veth pairs, torn down on teardown.
 - ``write_config`` / ``run_sluiced_once``  for configs that must be rejected.
+- ``write_pcap`` / ``read_pcap``        frames to and from a pcap file as bytes, without a scapy
+                                       packet per frame (scapy spends seconds on a thousand).
 
 Several pytest runs may share the machine: sluiced runs ``--in-memory`` with its own socket dir,
 and each namespace/veth is claimed by the pytest process that made it (``/run/sluice-tests``), so
@@ -23,6 +25,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -66,6 +69,82 @@ def ensure_hugepages(want=512):
                 f.write(str(want))
     except (OSError, StopIteration):
         pass
+
+
+PCAP_MAGIC_US, PCAP_MAGIC_NS = 0xA1B2C3D4, 0xA1B23C4D
+PCAP_SNAPLEN = 262144  # tcpdump's: above any jumbo or BIG TCP frame the tests make
+PCAP_LINKTYPE_ETHERNET = 1
+
+
+def write_pcap(path, frames):
+    """Write frames (bytes, or scapy packets: bytes(p)) to a classic little-endian pcap file, the
+    bytes scapy's wrpcap would write for them but without building a scapy packet per frame.
+    Timestamps are 1 us apart from now, in order (net_pcap replays them without pacing)."""
+    t0 = int(time.time())
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", PCAP_MAGIC_US, 2, 4, 0, 0, PCAP_SNAPLEN, PCAP_LINKTYPE_ETHERNET))
+        for i, fr in enumerate(frames):
+            b = bytes(fr)
+            assert len(b) <= PCAP_SNAPLEN, f"frame {i} of {len(b)} bytes is longer than the pcap snaplen"
+            f.write(struct.pack("<IIII", t0 + i // 1000000, i % 1000000, len(b), len(b)))
+            f.write(b)
+    return path
+
+
+def _csum(b: bytes) -> int:
+    if len(b) % 2:
+        b += b"\0"
+    t = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    return ~t & 0xFFFF
+
+
+def udp_frames(n, ip_src, ip_dst, payload, sport, dport, ip_id=lambda i: i % 65536,
+               mac_src="02:00:00:00:00:01", mac_dst="02:00:00:00:00:02"):
+    """n Ethernet/IPv4/UDP frames, byte for byte what scapy builds for Ether(src, dst) / IP(src, dst,
+    id) / UDP(sport, dport) / Raw(payload) (checksums included), at a fraction of its cost. sport,
+    dport and ip_id may be ints or functions of the frame index."""
+    val = (lambda f, i: f(i) if callable(f) else f)
+    eth = bytes.fromhex(mac_dst.replace(":", "")) + bytes.fromhex(mac_src.replace(":", "")) + b"\x08\x00"
+    a, b = socket.inet_aton(ip_src), socket.inet_aton(ip_dst)
+    out = []
+    for i in range(n):
+        sp, dp, pl = val(sport, i), val(dport, i), bytes(payload)
+        ulen = 8 + len(pl)
+        ucs = _csum(a + b + struct.pack("!BBH", 0, 17, ulen) + struct.pack("!HHHH", sp, dp, ulen, 0) + pl) or 0xFFFF
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, val(ip_id, i), 0, 64, 17, 0, a, b)
+        ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+        out.append(eth + ip + struct.pack("!HHHH", sp, dp, ulen, ucs) + pl)
+    return out
+
+
+def read_pcap(path) -> list:
+    """Every frame of a classic pcap file (either byte order, us or ns timestamps), as bytes, in file
+    order. A truncated record or a capture cut short by the snaplen fails loudly: tests compare
+    frames byte for byte, so a short read must never look like a short frame."""
+    data = Path(path).read_bytes()
+    if len(data) < 24:
+        raise AssertionError(f"{path}: {len(data)} bytes, not a pcap file")
+    for end in "<>":
+        if struct.unpack(end + "I", data[:4])[0] in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
+            break
+    else:
+        raise AssertionError(f"{path}: not a classic pcap file (magic {data[:4].hex()})")
+    rec = struct.Struct(end + "IIII")
+    frames, off = [], 24
+    while off < len(data):
+        if off + rec.size > len(data):
+            raise AssertionError(f"{path}: truncated record header at byte {off}")
+        _, _, caplen, wirelen = rec.unpack_from(data, off)
+        off += rec.size
+        if off + caplen > len(data):
+            raise AssertionError(f"{path}: frame {len(frames)} truncated ({caplen} bytes at byte {off})")
+        if caplen != wirelen:
+            raise AssertionError(f"{path}: frame {len(frames)} captured {caplen} of {wirelen} bytes")
+        frames.append(data[off:off + caplen])
+        off += caplen
+    return frames
 
 
 def wait_until(pred, timeout=10.0, what="condition", interval=0.05):

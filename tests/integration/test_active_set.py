@@ -15,17 +15,11 @@ import os
 import signal
 import time
 
-import pytest
-
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
-
-scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, UDP, Ether, Raw, wrpcap  # noqa: E402
+from harness import base_config, sluice, udp_frames, wait_until, workdir, write_pcap  # noqa: F401
 
 
 def frames(n, dport=7):
-    return [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src="10.5.0.1", dst="10.5.0.2", id=i)
-            / UDP(sport=1000 + i, dport=dport) / Raw(b"z" * 30) for i in range(n)]
+    return udp_frames(n, "10.5.0.1", "10.5.0.2", b"z" * 30, sport=lambda i: 1000 + i, dport=dport)
 
 
 def cpu_ticks(pid):
@@ -37,7 +31,7 @@ def cpu_ticks(pid):
 def test_idle_nfs_are_not_visited_and_use_no_cpu(sluice, workdir):  # noqa: F811
     n_idle = 60
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), frames(2000))
+    write_pcap(inp, frames(2000))
     names = [f"idle{i}" for i in range(n_idle)]
     cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "out", "vdev": "net_null0"}],
@@ -73,7 +67,7 @@ def two_bursts_config(workdir, nf):
     """Ports in1 and in2 each replay 5 frames into chain c = [nf] (switched on one after the other)."""
     ports = []
     for k in (1, 2):
-        wrpcap(str(workdir / f"in{k}.pcap"), frames(5))
+        write_pcap(workdir / f"in{k}.pcap", frames(5))
         ports.append({"name": f"in{k}", "vdev": f"net_pcap{k - 1},rx_pcap={workdir / f'in{k}.pcap'}"})
     return base_config(ports=[*ports, {"name": "out", "vdev": "net_null0"}],
                        chains=[{"name": "c", "nfs": [nf], "exit": "out"}], nfs=[nf])
@@ -84,7 +78,7 @@ def test_lone_packets_are_kicked_at_once(sluice, workdir):  # noqa: F811
     it got nothing for longer than its timeout: one kick at once, not a wait for the batch or the
     deadline -- they are out long before the 10 s could have passed."""
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), frames(5))
+    write_pcap(inp, frames(5))
     cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "out", "vdev": "net_null0"}],
                       chains=[{"name": "c", "nfs": ["f"], "exit": "out"}], nfs=["f"])

@@ -8,12 +8,7 @@ are dropped at the chain's entry (`backpressure`), before a touches them: b's ri
 except for what a already held, and every packet is accounted for.
 """
 
-import pytest
-
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
-
-scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, UDP, Ether, Raw, wrpcap  # noqa: E402
+from harness import base_config, sluice, udp_frames, wait_until, workdir, write_pcap  # noqa: F401
 
 N = 20000
 RING = 64
@@ -21,8 +16,7 @@ RING = 64
 
 def test_slow_second_nf_backs_off_at_the_entry(sluice, workdir):  # noqa: F811
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src="10.6.0.1", dst="10.6.0.2", id=i % 65536)
-                      / UDP(sport=1000 + i % 50000, dport=9) / Raw(b"b" * 18) for i in range(N)])
+    write_pcap(inp, udp_frames(N, "10.6.0.1", "10.6.0.2", b"b" * 18, sport=lambda i: 1000 + i % 50000, dport=9))
     cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "out", "vdev": "net_null0"}],
                       chains=[{"name": "c", "nfs": ["a", "b"], "exit": "out"}], nfs=["a", "b"], ring_size=RING)

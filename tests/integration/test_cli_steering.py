@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from harness import REPO, net  # noqa: F401
+from harness import net, REPO, write_pcap  # noqa: F401
 from conftest import _sluice_env
 from test_cli import _api, _port, _service, _wait, real_build, up  # noqa: F401
 
@@ -127,9 +127,9 @@ def test_rule_add_list_test_del_load(up, run_sluice, socket_dir, tmp_path):
     assert "rule 2 (v6) prio 0 -> drop" in ok("rule", "test", "src", "src=2001:db8::7", "proto=udp")
     assert "no rule (port's ingress chain) -> chain c" in ok("rule", "test", "src", "proto=udp", "dst_port=53")
     assert "hex[0] (13 B) on src: malformed -> drop" in ok("rule", "test", "src", "--hex", "00" * 13)
-    from scapy.all import IP, TCP, UDP, Ether, wrpcap
+    from scapy.all import IP, TCP, UDP, Ether
     pcap = tmp_path / "t.pcap"
-    wrpcap(str(pcap), [Ether() / IP(dst="10.0.0.9") / TCP(dport=80), Ether() / IP() / UDP(dport=9),
+    write_pcap(pcap, [Ether() / IP(dst="10.0.0.9") / TCP(dport=80), Ether() / IP() / UDP(dport=9),
                        Ether() / IP(dst="10.0.0.9") / TCP(dport=81)])
     out = ok("rule", "test", "src", "--pcap", pcap).splitlines()
     assert len(out) == 3 and "rule 1 (web)" in out[0] and "chain c" in out[1] and "chain c" in out[2], out

@@ -19,10 +19,10 @@ import subprocess
 
 import pytest
 
-from harness import BUILD, base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, BUILD, read_pcap, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
 HOSTILE = BUILD / "tests" / "hostile" / "sluice-hostile-nf"
 N = 1000
@@ -101,7 +101,7 @@ def pool_whole(s):
 
 
 def check_out(wd, frames):
-    got = [bytes(p) for p in rdpcap(str(wd / "out.pcap"))]
+    got = read_pcap(wd / "out.pcap")
     assert len(got) == len(frames)
     for i, (a, b) in enumerate(zip(frames, got)):
         assert a == b, f"packet {i} differs"
@@ -120,7 +120,7 @@ def test_zero_region_breaks_nothing_outside_its_packets(sluice, workdir, domain)
     need_hostile()
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     domains = [{"name": "jail", "pool_mbufs": 4096}] if domain else []
     sluice.start(config(workdir, inp, ["ia", "ib"], [nf_entry("ia"), nf_entry("ib"), nf_entry("evil", domain)],
                         domains))
@@ -174,7 +174,7 @@ def test_an_nf_maps_only_its_own_domain(sluice, workdir):  # noqa: F811
     """/proc/PID/maps: an NF of domain `jail` maps its region (sluice-region1) and its rings, nothing of
     the default domain's region nor any other manager memory; a default NF maps region 0 only."""
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in make_frames(10)])
+    write_pcap(inp, make_frames(10))
     sluice.start(config(workdir, inp, ["ia", "u"], [nf_entry("ia"), nf_entry("u", "jail"), nf_entry("evil")],
                         [{"name": "jail", "pool_mbufs": 2048}, {"name": "blue", "pool_mbufs": 2048}]))
     pa = sluice.start_nf("fwd", "ia")
@@ -200,7 +200,7 @@ def test_read_only_nf_write_faults_in_that_nf_only(sluice, workdir):  # noqa: F8
     need_hostile()
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(config(workdir, inp, ["ia", "ro"], [nf_entry("ia"), nf_entry("ro", access="ro"),
                                                      nf_entry("evil", access="ro")]))
     sluice.start_nf("fwd", "ia")
@@ -229,7 +229,7 @@ def test_mixed_chain_byte_for_byte(sluice, workdir):  # noqa: F811
     out: every byte as sent, and each boundary's copies counted."""
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(config(workdir, inp, ["a", "u", "n", "b"],
                         [nf_entry("a"), nf_entry("u", "u"), nf_entry("n", "blue"), nf_entry("b"), nf_entry("evil")],
                         [{"name": "u", "pool_mbufs": 4096}, {"name": "blue", "pool_mbufs": 4096}]))
@@ -257,7 +257,7 @@ def test_hoarding_exhausts_only_its_domain(sluice, workdir):  # noqa: F811
     need_hostile()
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(config(workdir, inp, ["ia", "ib"], [nf_entry("ia"), nf_entry("ib"), nf_entry("evil", "greedy")],
                         [{"name": "greedy", "pool_mbufs": 1024}]))
     sluice.start_nf("fwd", "ia")

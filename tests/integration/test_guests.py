@@ -15,11 +15,10 @@ import subprocess
 
 import pytest
 
-from harness import base_config, net, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, net, sluice, wait_until, workdir, write_pcap  # noqa: F401
 from test_pcap_chain import make_packets, stop_and_expect_pcap
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import wrpcap  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.access("/dev/kvm", os.R_OK | os.W_OK), reason="needs /dev/kvm")
 
@@ -41,9 +40,9 @@ def memfd_maps(pid):
 def test_pcap_through_process_guest_process(sluice, workdir, pipes, wakeup):  # noqa: F811
     """block-doorbell: the guest NF sleeps until sluiced's kick arrives as its ivshmem-doorbell MSI-X
     interrupt (through VFIO in the guest) and rings sluiced through the doorbell register."""
-    pkts, raws = make_packets()
+    _, raws = make_packets()
     inp, out = workdir / "in.pcap", workdir / "out.pcap"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, raws)
     cfg = base_config(
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}],

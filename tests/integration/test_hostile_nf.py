@@ -29,10 +29,10 @@ import subprocess
 
 import pytest
 
-from harness import BUILD, SL_ERR, base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, BUILD, read_pcap, SL_ERR, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
 HOSTILE = BUILD / "tests" / "hostile" / "sluice-hostile-nf"
 N = 1000
@@ -109,7 +109,7 @@ def test_hostile_nf_next_to_an_innocent_chain(sluice, workdir, mode):  # noqa: F
         pytest.skip(f"not built: {HOSTILE}")
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(config(workdir, inp))
     w = Watch(sluice)
     sluice.start_nf("fwd", "ia")
@@ -203,7 +203,7 @@ def test_hostile_nf_next_to_an_innocent_chain(sluice, workdir, mode):  # noqa: F
 
     assert sluice.stop() == 0, sluice.log()[-3000:]
     assert "mbufs not back in the pool" not in sluice.log()
-    got = [bytes(p) for p in rdpcap(str(workdir / "out.pcap"))]
+    got = read_pcap(workdir / "out.pcap")
     assert len(got) == N
     for i, (a, b) in enumerate(zip(frames, got)):
         assert a == b, f"innocent packet {i} differs"
@@ -257,7 +257,7 @@ def finish(sluice, w, evil, workdir, frames):
     assert audit["duplicates"] == [] and audit["missing"] == [], audit
     assert sluice.stop() == 0, sluice.log()[-3000:]
     assert "mbufs not back in the pool" not in sluice.log()
-    got = [bytes(p) for p in rdpcap(str(workdir / "out.pcap"))]
+    got = read_pcap(workdir / "out.pcap")
     assert got == frames
 
 
@@ -283,7 +283,7 @@ def test_hostile_nf_authorisation_and_quotas(sluice, workdir, mode):  # noqa: F8
         pytest.skip(f"not built: {HOSTILE}")
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     # evil may send along its own chain only (its exit sinkH, its ingress srcH), and hold QUOTA buffers
     cfg = auth_config(workdir, inp, {"may_send": {"services": [], "ports": []}, "quota": QUOTA})
     sluice.start(cfg)
@@ -343,7 +343,7 @@ def test_hostile_replicas_hold_their_domain_bound(sluice, workdir):  # noqa: F81
     if not HOSTILE.exists():
         pytest.skip(f"not built: {HOSTILE}")
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in make_frames(10)])
+    write_pcap(inp, make_frames(10))
     cfg = auth_config(workdir, inp, {"policy": "round_robin"})
     sluice.start(cfg)
     w = Watch(sluice)
@@ -426,7 +426,7 @@ def test_hostile_random_descriptors(sluice, workdir):  # noqa: F811
         pytest.skip(f"not built: {HOSTILE}")
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(auth_config(workdir, inp, {"may_send": {"services": [], "ports": []}}))
     w = Watch(sluice)
     sluice.start_nf("fwd", "ia")

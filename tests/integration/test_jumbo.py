@@ -31,10 +31,10 @@ import subprocess
 import pytest
 
 import harness
-from harness import base_config, net, run_sluiced_once, sh, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, net, read_pcap, run_sluiced_once, sh, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import ICMP, IP, TCP, UDP, Dot1Q, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import ICMP, IP, TCP, UDP, Dot1Q, Ether, Raw, rdpcap  # noqa: E402
 
 from sluice import config as sc  # noqa: E402
 from sluice.errors import ConfigError  # noqa: E402
@@ -103,7 +103,7 @@ def pcap_chain(sluice, workdir, frames, buffer_size=None):  # noqa: F811
     """Replay `frames` from port lan through fwd -> fw -> nat -> mon to port wan (net_pcap both).
     Returns (stats, frames out of wan, frames in the monitor's pcapng, the monitor's pcapng path)."""
     inp, out, cap = workdir / "in.pcap", workdir / "out.pcap", workdir / "mon.pcapng"
-    wrpcap(str(inp), frames)
+    write_pcap(inp, frames)
     nat_conf = workdir / "nat.conf"
     nat_conf.write_text(f"snat from 10.0.0.0/24 to {PUB}\n")
     extra = {} if buffer_size is None else {"buffer_size": buffer_size}
@@ -129,7 +129,7 @@ def pcap_chain(sluice, workdir, frames, buffer_size=None):  # noqa: F811
     assert sluice.stop_nf("mon") == 0, sluice.nf_log("mon")  # writes the rest of its capture
     assert sluice.stop() == 0, sluice.log()                  # closes (and flushes) out.pcap
     assert "mbufs not back in the pool" not in sluice.log()
-    return st, [bytes(p) for p in rdpcap(str(out))], [bytes(p) for p in rdpcap(str(cap))], cap
+    return st, read_pcap(out), [bytes(p) for p in rdpcap(str(cap))], cap  # pcapng: scapy reads it
 
 
 def test_jumbo_frames_through_fwd_firewall_nat_monitor_whole(sluice, workdir):  # noqa: F811
@@ -185,7 +185,7 @@ def test_default_buffers_drop_frames_longer_than_2048_as_too_long(sluice, workdi
 def test_copy_into_a_domain_of_smaller_buffers_drops_big_frames_as_too_long(sluice, workdir):  # noqa: F811
     frames = make_frames(sizes=[60, 2048, 2049, 9000], tagged=())
     inp, out = workdir / "in.pcap", workdir / "out.pcap"
-    wrpcap(str(inp), frames)
+    write_pcap(inp, frames)
     cfg = base_config(ports=[{"name": "lan", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "wan", "vdev": f"net_pcap1,tx_pcap={out}"}],
                       chains=[{"name": "c", "nfs": ["big", "small"], "exit": "wan"}],
@@ -208,7 +208,7 @@ def test_copy_into_a_domain_of_smaller_buffers_drops_big_frames_as_too_long(slui
     assert pair["no_buffer"] == 0 and st["drops"]["no_buffer"] == 0
     assert [d["buffer_size"] for d in st["domains"]] == [JUMBO, 2048]
     assert sluice.stop() == 0
-    assert [bytes(p) for p in rdpcap(str(out))] == [bytes(p) for p in fits]
+    assert read_pcap(out) == [bytes(p) for p in fits]
 
 
 def test_more_library_nfs_pass_jumbo_frames_whole(sluice, workdir):  # noqa: F811
@@ -219,7 +219,7 @@ def test_more_library_nfs_pass_jumbo_frames_whole(sluice, workdir):  # noqa: F81
     deep = frame(9000, "udp", 800, tail=b"JUMBOTAIL")
     frames.insert(5, deep)
     inp, out = workdir / "in.pcap", workdir / "out.pcap"
-    wrpcap(str(inp), frames)
+    write_pcap(inp, frames)
     ids_rules, rl_conf = workdir / "ids.rules", workdir / "rl.conf"
     ids_rules.write_text('drop udp any any -> any any (msg:"deep"; content:"JUMBOTAIL"; sid:1;)\n')
     rl_conf.write_text("length frame\nclass all match any srtcm cir 10G cbs 16m ebs 16m\n")
@@ -253,7 +253,7 @@ def test_more_library_nfs_pass_jumbo_frames_whole(sluice, workdir):  # noqa: F81
     assert r["all.green"] == len(frames) - 1 and r["all.green_b"] == total - len(bytes(deep)), r
     assert all(v == 0 for v in st["drops"].values()), st["drops"]
     assert sluice.stop() == 0, sluice.log()
-    assert [bytes(p) for p in rdpcap(str(out))] == [reflected(p) for p in frames if p is not deep]
+    assert read_pcap(out) == [reflected(p) for p in frames if p is not deep]
 
 
 def reflected(p):

@@ -9,11 +9,10 @@ import signal
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, sluice, wait_until, workdir, write_pcap  # noqa: F401
 from test_pcap_chain import N, make_packets, stop_and_expect_pcap
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import wrpcap  # noqa: E402
 
 CHAIN = ["a", "b", "c"]
 NF_CPU = {0}  # the worker is on lcore 1 ("lcores": "0,1")
@@ -24,9 +23,9 @@ def policy(pid):
 
 
 def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
-    pkts, raws = make_packets()
+    _, raws = make_packets()
     inp, out = workdir / "in.pcap", workdir / "out.pcap"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, raws)
     cfg = base_config(
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}],

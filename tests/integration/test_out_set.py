@@ -11,10 +11,10 @@ import random
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, read_pcap, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, UDP, Dot1AD, Dot1Q, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import IP, UDP, Dot1AD, Dot1Q, Ether, Raw  # noqa: E402
 
 N = 600
 
@@ -51,7 +51,7 @@ def config(workdir, inp):
 def test_out_set_shared_untag_tag(sluice, workdir):  # noqa: F811
     frames = make_frames()
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(config(workdir, inp))
     sluice.start_nf("fwd", "f", extra=["--out-set", "o1,o2:untag,o3:tag=100"])
     sluice.ok("port_chain_set", port="in", chain="c")
@@ -69,7 +69,7 @@ def test_out_set_shared_untag_tag(sluice, workdir):  # noqa: F811
 
     assert sluice.stop() == 0, sluice.log()
     assert "mbufs not back in the pool" not in sluice.log()
-    got = {k: [bytes(p) for p in rdpcap(str(workdir / f"o{k}.pcap"))] for k in (1, 2, 3)}
+    got = {k: read_pcap(workdir / f"o{k}.pcap") for k in (1, 2, 3)}
     assert got[1] == frames
     assert got[2] == [untag(f) for f in frames]
     assert got[3] == [tag(f, 100) for f in frames]
@@ -81,7 +81,7 @@ def test_out_set_naming_no_port_is_invalid(sluice, workdir, spec):  # noqa: F811
     the packet is dropped and counted, nothing goes out, every buffer comes back."""
     frames = make_frames(50)
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in frames])
+    write_pcap(inp, frames)
     sluice.start(config(workdir, inp))
     sluice.start_nf("fwd", "f", extra=["--out-set", spec])
     sluice.ok("port_chain_set", port="in", chain="c")
@@ -96,7 +96,7 @@ def test_out_set_naming_no_port_is_invalid(sluice, workdir, spec):  # noqa: F811
 
 def test_out_set_unknown_port_name_is_an_attach_error(sluice, workdir):  # noqa: F811
     inp = workdir / "in.pcap"
-    wrpcap(str(inp), [Ether(f) for f in make_frames(1)])
+    write_pcap(inp, make_frames(1))
     sluice.start(config(workdir, inp))
     p = sluice.start_nf("fwd", "f", extra=["--out-set", "o1,nosuch"], wait=False)
     assert p.wait(10) == 1

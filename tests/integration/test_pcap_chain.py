@@ -3,22 +3,25 @@
 in.pcap -> port "in" (net_pcap rx) -> a (fwd) -> b (count) -> c (fwd) -> port "out" (net_pcap tx)
 """
 
+import functools
 import json
 import random
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, read_pcap, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import (ICMP, IP, TCP, UDP, Ether, ICMPv6EchoRequest, IPv6, Raw,  # noqa: E402
-                       rdpcap, wrpcap)
+from scapy.all import ICMP, IP, TCP, UDP, Ether, ICMPv6EchoRequest, IPv6, Raw  # noqa: E402
 
 N = 1000
 
 
+@functools.lru_cache(maxsize=4)
 def make_packets(n=N, seed=7):
-    """n packets: IPv4/IPv6 x TCP/UDP/ICMP, frame sizes 60..1514, a sequence number in every payload."""
+    """n packets: IPv4/IPv6 x TCP/UDP/ICMP, frame sizes 60..1514, a sequence number in every payload.
+    Built once per (n, seed) and test run (scapy takes about a second for 1000): the lists are shared,
+    so callers must not change them."""
     rnd = random.Random(seed)
     pkts = []
     for i in range(n):
@@ -42,7 +45,7 @@ def make_packets(n=N, seed=7):
         pkts.append(p)
     raws = [bytes(p) for p in pkts]
     assert len(set(raws)) == n
-    return pkts, raws
+    return tuple(pkts), tuple(raws)
 
 
 def stop_and_expect_pcap(sluice, out, raws):
@@ -50,7 +53,7 @@ def stop_and_expect_pcap(sluice, out, raws):
     check the capture holds exactly `raws`, byte for byte and in order."""
     assert sluice.stop() == 0, sluice.log()
     assert "mbufs not back in the pool" not in sluice.log()
-    got = [bytes(p) for p in rdpcap(str(out))]
+    got = read_pcap(out)
     assert len(got) == len(raws)
     for i, (a, b) in enumerate(zip(raws, got)):
         assert a == b, f"packet {i} differs or is out of order: sent {len(a)} bytes, got {len(b)}"
@@ -59,10 +62,10 @@ def stop_and_expect_pcap(sluice, out, raws):
 @pytest.mark.parametrize("wakeup,huge", [("poll", "auto"), ("block", "auto"), ("adaptive", "auto"),
                                          ("poll", "off")], ids=["poll", "block", "adaptive", "poll-4k-pages"])
 def test_pcap_through_three_nf_chain(sluice, workdir, wakeup, huge):  # noqa: F811
-    pkts, raws = make_packets()
+    _, raws = make_packets()
     assert min(map(len, raws)) == 60 and max(map(len, raws)) == 1514
     inp, out, dump = workdir / "in.pcap", workdir / "out.pcap", workdir / "count.json"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, raws)
     # "in" starts without an ingress chain (not polled): packets flow only once every NF is attached.
     cfg = base_config(
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},

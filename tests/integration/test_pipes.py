@@ -12,20 +12,19 @@ import time
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, sluice, wait_until, workdir, write_pcap  # noqa: F401
 from test_pcap_chain import N, make_packets, stop_and_expect_pcap
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import wrpcap  # noqa: E402
 
 CHAIN4 = ["a", "b", "c", "d"]
 
 
 @pytest.mark.parametrize("wakeup", ["poll", "block", "adaptive"])
 def test_pcap_through_four_nf_pipes(sluice, workdir, wakeup):  # noqa: F811
-    pkts, raws = make_packets()
+    _, raws = make_packets()
     inp, out, dump = workdir / "in.pcap", workdir / "out.pcap", workdir / "count.json"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, raws)
     cfg = base_config(
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}],

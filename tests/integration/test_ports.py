@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from harness import base_config, net, sh, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, net, read_pcap, sh, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import IP, UDP, Ether, Raw  # noqa: E402
 
 N = 500
 
@@ -30,7 +30,7 @@ def test_net_ring_loopback(sluice, workdir):  # noqa: F811
             / UDP(sport=1000 + i % 7, dport=2000) / Raw(f"ring{i:05d}".encode() * (1 + i % 40)) for i in range(N)]
     raws = [bytes(p) for p in pkts]
     inp, out, dump = workdir / "in.pcap", workdir / "out.pcap", workdir / "count.json"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, pkts)
     sluice.start(base_config(
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                {"name": "loop", "vdev": "net_ring0"},
@@ -51,7 +51,7 @@ def test_net_ring_loopback(sluice, workdir):  # noqa: F811
     wait_until(lambda: (lambda p: p["free"] == p["mbufs"])(sluice.stats()["pool"]), 5, "pool full again")
     assert sluice.stop_nf("rcount") == 0
     assert sluice.stop() == 0
-    got = [bytes(p) for p in rdpcap(str(out))]
+    got = read_pcap(out)
     assert got == raws
     d = json.loads(dump.read_text())
     assert d["total_pkts"] == N and d["total_bytes"] == sum(map(len, raws))
@@ -110,7 +110,7 @@ def test_net_memif_server_against_testpmd(sluice, workdir):  # noqa: F811
             / UDP(sport=3000, dport=4000) / Raw(f"memif{i:05d}".encode() * (1 + i % 60)) for i in range(n)]
     raws = [bytes(p) for p in pkts]
     inp, out, sock = workdir / "in.pcap", workdir / "out.pcap", workdir / "memif.sock"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, pkts)
     sluice.start(base_config(
         ports=[{"name": "probe", "vdev": "net_null0,size=64,copy=0"},
                {"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
@@ -155,7 +155,7 @@ def test_net_memif_server_against_testpmd(sluice, workdir):  # noqa: F811
     finally:
         tp.kill()
         tp.wait(10)
-    assert [bytes(p) for p in rdpcap(str(out))] == raws
+    assert read_pcap(out) == raws
 
 
 def test_net_af_xdp_ping_between_namespaces(net, sluice):  # noqa: F811

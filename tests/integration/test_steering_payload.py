@@ -5,10 +5,10 @@ pattern is absent gives way to the best header-only rule (docs/steering.md "Payl
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, read_pcap, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import IP, TCP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import IP, TCP, UDP, Ether, Raw  # noqa: E402
 
 ETH = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
 RULES = [
@@ -50,7 +50,7 @@ def test_http_host_steering(sluice, workdir):  # noqa: F811
     to_a.append(api[0])   # api[1] matches no rule: the port has no chain -> no_path
     inp = workdir / "in.pcap"
     outs = {p: workdir / f"{p}.pcap" for p in ("out_a", "out_b")}
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, pkts)
     cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "out_a", "vdev": f"net_pcap1,tx_pcap={outs['out_a']}"},
                              {"name": "out_b", "vdev": f"net_pcap2,tx_pcap={outs['out_b']}"}])
@@ -70,7 +70,7 @@ def test_http_host_steering(sluice, workdir):  # noqa: F811
     assert [x["rule"] for x in r["results"]] == [ids["host-a"], ids["web"]]
     assert sluice.ok("rules")["rules"][1]["payload"]["pattern"] == "host: a.example"
     assert sluice.stop() == 0, sluice.log()
-    got = {p: [bytes(x) for x in rdpcap(str(f))] for p, f in outs.items()}
+    got = {p: read_pcap(f) for p, f in outs.items()}
     assert got["out_a"] == [bytes(p) for p in to_a]
     assert got["out_b"] == [bytes(p) for p in to_b]
 

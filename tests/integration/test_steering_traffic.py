@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, read_pcap, sluice, wait_until, workdir, write_pcap  # noqa: F401
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import ARP, IP, TCP, UDP, Dot1Q, Ether, IPv6, Raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import ARP, IP, TCP, UDP, Dot1Q, Ether, IPv6, Raw  # noqa: E402
 
 RULES = [
     {"name": "web", "priority": 10, "match": {"in_port": "in", "proto": 6, "dst_port": [80, 80]},
@@ -67,7 +67,7 @@ def test_rules_steer_mixed_traffic(sluice, workdir):  # noqa: F811
     for (kind, _), f in zip(traffic, frames):
         by_kind.setdefault(kind, []).append(f)
     paths = {k: workdir / f"{k}.pcap" for k in ("in", "out_a", "out_b", "out_c")}
-    wrpcap(str(paths["in"]), [Ether(f) for f in frames])  # Ether(raw) keeps the bytes as they are
+    write_pcap(paths["in"], frames)  # Ether(raw) keeps the bytes as they are
     cfg = base_config(
         ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={paths['in']}"},
                {"name": "out_a", "vdev": f"net_pcap1,tx_pcap={paths['out_a']}"},
@@ -126,7 +126,7 @@ def test_rules_steer_mixed_traffic(sluice, workdir):  # noqa: F811
 
     assert sluice.stop() == 0, sluice.log()
     assert "mbufs not back in the pool" not in sluice.log()
-    got = {k: [bytes(p) for p in rdpcap(str(paths[k]))] for k in ("out_a", "out_b", "out_c")}
+    got = {k: read_pcap(paths[k]) for k in ("out_a", "out_b", "out_c")}
     assert got["out_a"] == by_kind["web"]          # exactly those, byte for byte, in order
     assert got["out_b"] == by_kind["malformed"]
     assert got["out_c"] == by_kind["vlan"]
@@ -138,7 +138,7 @@ def test_idle_flows_expire_and_a_full_table_still_steers(sluice, workdir):  # no
     eth = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
     pkts = [eth / IP(src="10.1.0.1", dst="10.2.0.1") / UDP(sport=1000 + i, dport=53) for i in range(40)]
     inp, out = workdir / "in.pcap", workdir / "out.pcap"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, pkts)
     cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={inp}"},
                              {"name": "out", "vdev": f"net_pcap1,tx_pcap={out}"}])
     cfg["rules"] = [{"match": {"in_port": "in", "proto": 17, "dst_port": [53, 53]}, "action": {"port": "out"}}]
@@ -153,4 +153,4 @@ def test_idle_flows_expire_and_a_full_table_still_steers(sluice, workdir):  # no
     fl = sluice.ok("flows")["flows"]
     assert fl["expired"] == 40 - fl["full"], fl
     assert sluice.stop() == 0, sluice.log()
-    assert [bytes(p) for p in rdpcap(str(out))] == [bytes(p) for p in pkts]
+    assert read_pcap(out) == [bytes(p) for p in pkts]

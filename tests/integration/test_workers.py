@@ -16,11 +16,10 @@ import json
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import base_config, sluice, wait_until, workdir, write_pcap  # noqa: F401
 from test_pcap_chain import N, make_packets, stop_and_expect_pcap
 
 scapy = pytest.importorskip("scapy.all")
-from scapy.all import wrpcap  # noqa: E402
 
 
 def two_worker_config(inp, out, **kw):
@@ -34,9 +33,9 @@ def two_worker_config(inp, out, **kw):
 
 @pytest.mark.parametrize("pipes", [False, True], ids=["no-pipes", "pipes"])
 def test_packets_handed_between_workers_arrive_whole_and_in_order(sluice, workdir, pipes):  # noqa: F811
-    pkts, raws = make_packets()
+    _, raws = make_packets()
     inp, out = workdir / "in.pcap", workdir / "out.pcap"
-    wrpcap(str(inp), pkts)
+    write_pcap(inp, raws)
     # "in" starts without an ingress chain (not polled until the NFs are there); it is port 1, so
     # placed on worker 1 (port id mod 2), as is "out" (the exit of c1, chain index 1)
     sluice.start(two_worker_config(inp, out, pipes=pipes))
