@@ -50,7 +50,8 @@ def _addr(v, field):
         raise FrameError(f"{field}: must be an IPv4 or IPv6 address (got {v!r})") from None
 
 
-def _csum(b):
+def inet_checksum(b):
+    """The Internet checksum (RFC 1071) of b, as IPv4, UDP and TCP headers carry it."""
     if len(b) % 2:
         b += b"\0"
     s = sum(struct.unpack(f"!{len(b) // 2}H", b))
@@ -99,7 +100,7 @@ def build_frame(fields):
     else:
         hdr = struct.pack("!BBHHHBBH4s4s", 0x45, dscp << 2, 20 + len(l4), 1, 0, 64, proto, 0,
                           src.packed, dst.packed)
-        ip = hdr[:10] + struct.pack("!H", _csum(hdr)) + hdr[12:]
+        ip = hdr[:10] + struct.pack("!H", inet_checksum(hdr)) + hdr[12:]
         ethertype = 0x0800
     eth = _mac(fields.get("dst_mac", "02:00:00:00:00:02"), "dst_mac") + \
         _mac(fields.get("src_mac", "02:00:00:00:00:01"), "src_mac")

@@ -91,20 +91,12 @@ def write_pcap(path, frames):
     return path
 
 
-def _csum(b: bytes) -> int:
-    if len(b) % 2:
-        b += b"\0"
-    t = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    while t >> 16:
-        t = (t & 0xFFFF) + (t >> 16)
-    return ~t & 0xFFFF
-
-
 def udp_frames(n, ip_src, ip_dst, payload, sport, dport, ip_id=lambda i: i % 65536,
                mac_src="02:00:00:00:00:01", mac_dst="02:00:00:00:00:02"):
     """n Ethernet/IPv4/UDP frames, byte for byte what scapy builds for Ether(src, dst) / IP(src, dst,
     id) / UDP(sport, dport) / Raw(payload) (checksums included), at a fraction of its cost. sport,
     dport and ip_id may be ints or functions of the frame index."""
+    from sluice.frames import inet_checksum as csum
     val = (lambda f, i: f(i) if callable(f) else f)
     eth = bytes.fromhex(mac_dst.replace(":", "")) + bytes.fromhex(mac_src.replace(":", "")) + b"\x08\x00"
     a, b = socket.inet_aton(ip_src), socket.inet_aton(ip_dst)
@@ -112,9 +104,9 @@ def udp_frames(n, ip_src, ip_dst, payload, sport, dport, ip_id=lambda i: i % 655
     for i in range(n):
         sp, dp, pl = val(sport, i), val(dport, i), bytes(payload)
         ulen = 8 + len(pl)
-        ucs = _csum(a + b + struct.pack("!BBH", 0, 17, ulen) + struct.pack("!HHHH", sp, dp, ulen, 0) + pl) or 0xFFFF
+        ucs = csum(a + b + struct.pack("!BBH", 0, 17, ulen) + struct.pack("!HHHH", sp, dp, ulen, 0) + pl) or 0xFFFF
         ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, val(ip_id, i), 0, 64, 17, 0, a, b)
-        ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
         out.append(eth + ip + struct.pack("!HHHH", sp, dp, ulen, ucs) + pl)
     return out
 

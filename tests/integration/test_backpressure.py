@@ -10,7 +10,10 @@ except for what a already held, and every packet is accounted for.
 
 from harness import base_config, sluice, udp_frames, wait_until, workdir, write_pcap  # noqa: F401
 
-N = 20000
+# net_pcap replays as fast as the worker reads (some Mpps) and a must run at least once while it does:
+# 20,000 frames took ~3 ms, shorter than a scheduler turn on a loaded core (a test run beside another
+# one lost them all in a's ring before a ran, and b never saturated); 200,000 take tens of ms.
+N = 200000
 RING = 64
 
 
