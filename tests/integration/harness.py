@@ -11,7 +11,8 @@ and is removed in fixture finalizers, also when the test fails:
 - ``Net`` (fixture ``net``)            network namespaces and veth pairs, torn down on teardown.
 - ``write_config`` / ``run_sluiced_once``  for configs that must be rejected.
 - ``write_pcap`` / ``read_pcap``        frames to and from a pcap file as bytes, without a scapy
-                                       packet per frame (scapy spends seconds on a thousand).
+                                       packet per frame (scapy spends seconds on a thousand);
+                                       ``udp_frames`` builds plain UDP frames as scapy would.
 
 Several pytest runs may share the machine: sluiced runs ``--in-memory`` with its own socket dir,
 and each namespace/veth is claimed by the pytest process that made it (``/run/sluice-tests``), so
@@ -77,9 +78,9 @@ PCAP_LINKTYPE_ETHERNET = 1
 
 
 def write_pcap(path, frames):
-    """Write frames (bytes, or scapy packets: bytes(p)) to a classic little-endian pcap file, the
-    bytes scapy's wrpcap would write for them but without building a scapy packet per frame.
-    Timestamps are 1 us apart from now, in order (net_pcap replays them without pacing)."""
+    """Write frames (bytes, or scapy packets: bytes(p)) to a classic little-endian pcap file: the same
+    frames scapy's wrpcap would write, without building a scapy packet per frame. Timestamps are
+    1 us apart from now, in order (net_pcap replays them without pacing)."""
     t0 = int(time.time())
     with open(path, "wb") as f:
         f.write(struct.pack("<IHHiIII", PCAP_MAGIC_US, 2, 4, 0, 0, PCAP_SNAPLEN, PCAP_LINKTYPE_ETHERNET))
