@@ -2,21 +2,24 @@
 
     build_frame({"proto": "tcp", "dst": "10.0.0.2", "dst_port": "80"}) -> bytes
     read_pcap("capture.pcap") -> [bytes, ...]
+    write_pcap("out.pcap", [bytes, ...])
 
 Only what classification looks at is filled in properly; checksums of TCP/UDP are left 0.
 """
 
 import ipaddress
 import struct
+import time
 
 from .steering import PROTOCOLS, TCP_FLAGS
 
-__all__ = ["FrameError", "build_frame", "read_pcap", "FIELDS"]
+__all__ = ["FrameError", "build_frame", "read_pcap", "write_pcap", "inet_checksum", "FIELDS"]
 
 FIELDS = ("src_mac", "dst_mac", "vlan", "src", "dst", "proto", "src_port", "dst_port", "dscp", "tcp_flags",
           "payload")
 PCAP_MAGICS = {0xA1B2C3D4: ("<", 1e-6), 0xD4C3B2A1: (">", 1e-6), 0xA1B23C4D: ("<", 1e-9), 0x4D3CB2A1: (">", 1e-9)}
 LINKTYPE_ETHERNET = 1
+PCAP_SNAPLEN = 262144  # tcpdump's: above any jumbo or BIG TCP frame
 
 
 class FrameError(ValueError):
@@ -110,8 +113,10 @@ def build_frame(fields):
     return frame + b"\0" * max(0, 60 - len(frame))
 
 
-def read_pcap(path, limit=100000):
-    """Frames of a classic pcap file with Ethernet link type (pcapng is refused by name)."""
+def read_pcap(path, limit=100000, whole=False):
+    """Frames of a classic pcap file with Ethernet link type (pcapng is refused by name), at most
+    `limit` (None: all). whole=True also refuses a file whose frames are not all there: a record cut
+    off at the end, or a frame captured shorter than it was on the wire (snaplen)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -129,11 +134,30 @@ def read_pcap(path, limit=100000):
     if linktype != LINKTYPE_ETHERNET:
         raise FrameError(f"{path}: link type {linktype} is not Ethernet (1)")
     frames, off = [], 24
-    while off + 16 <= len(data) and len(frames) < limit:
-        incl = struct.unpack(end + "I", data[off + 8:off + 12])[0]
+    while off + 16 <= len(data) and (limit is None or len(frames) < limit):
+        incl, orig = struct.unpack(end + "II", data[off + 8:off + 16])
         off += 16
         if off + incl > len(data):
             raise FrameError(f"{path}: record {len(frames)} is cut short")
+        if whole and incl != orig:
+            raise FrameError(f"{path}: frame {len(frames)} captured {incl} of its {orig} bytes")
         frames.append(data[off:off + incl])
         off += incl
+    if whole and off != len(data) and (limit is None or len(frames) < limit):
+        raise FrameError(f"{path}: record {len(frames)} is cut short (its header)")
     return frames
+
+
+def write_pcap(path, frames):
+    """Write frames (bytes, or anything bytes() takes, e.g. scapy packets) to a classic little-endian
+    pcap file, Ethernet link type, timestamps 1 us apart from now."""
+    t0 = int(time.time())
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, PCAP_SNAPLEN, LINKTYPE_ETHERNET))
+        for i, fr in enumerate(frames):
+            b = bytes(fr)
+            if len(b) > PCAP_SNAPLEN:
+                raise FrameError(f"{path}: frame {i} of {len(b)} bytes is longer than the snaplen {PCAP_SNAPLEN}")
+            f.write(struct.pack("<IIII", t0 + i // 1000000, i % 1000000, len(b), len(b)))
+            f.write(b)
+    return path

@@ -72,24 +72,11 @@ def ensure_hugepages(want=512):
         pass
 
 
-PCAP_MAGIC_US, PCAP_MAGIC_NS = 0xA1B2C3D4, 0xA1B23C4D
-PCAP_SNAPLEN = 262144  # tcpdump's: above any jumbo or BIG TCP frame the tests make
-PCAP_LINKTYPE_ETHERNET = 1
-
-
 def write_pcap(path, frames):
-    """Write frames (bytes, or scapy packets: bytes(p)) to a classic little-endian pcap file: the same
-    frames scapy's wrpcap would write, without building a scapy packet per frame. Timestamps are
-    1 us apart from now, in order (net_pcap replays them without pacing)."""
-    t0 = int(time.time())
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", PCAP_MAGIC_US, 2, 4, 0, 0, PCAP_SNAPLEN, PCAP_LINKTYPE_ETHERNET))
-        for i, fr in enumerate(frames):
-            b = bytes(fr)
-            assert len(b) <= PCAP_SNAPLEN, f"frame {i} of {len(b)} bytes is longer than the pcap snaplen"
-            f.write(struct.pack("<IIII", t0 + i // 1000000, i % 1000000, len(b), len(b)))
-            f.write(b)
-    return path
+    """frames (bytes, or scapy packets) to a pcap file, without a scapy packet per frame (sluice.frames);
+    net_pcap replays it without pacing."""
+    from sluice.frames import write_pcap as write
+    return write(path, frames)
 
 
 def udp_frames(n, ip_src, ip_dst, payload, sport, dport, ip_id=lambda i: i % 65536,
@@ -113,31 +100,11 @@ def udp_frames(n, ip_src, ip_dst, payload, sport, dport, ip_id=lambda i: i % 655
 
 
 def read_pcap(path) -> list:
-    """Every frame of a classic pcap file (either byte order, us or ns timestamps), as bytes, in file
-    order. A truncated record or a capture cut short by the snaplen fails loudly: tests compare
-    frames byte for byte, so a short read must never look like a short frame."""
-    data = Path(path).read_bytes()
-    if len(data) < 24:
-        raise AssertionError(f"{path}: {len(data)} bytes, not a pcap file")
-    for end in "<>":
-        if struct.unpack(end + "I", data[:4])[0] in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
-            break
-    else:
-        raise AssertionError(f"{path}: not a classic pcap file (magic {data[:4].hex()})")
-    rec = struct.Struct(end + "IIII")
-    frames, off = [], 24
-    while off < len(data):
-        if off + rec.size > len(data):
-            raise AssertionError(f"{path}: truncated record header at byte {off}")
-        _, _, caplen, wirelen = rec.unpack_from(data, off)
-        off += rec.size
-        if off + caplen > len(data):
-            raise AssertionError(f"{path}: frame {len(frames)} truncated ({caplen} bytes at byte {off})")
-        if caplen != wirelen:
-            raise AssertionError(f"{path}: frame {len(frames)} captured {caplen} of {wirelen} bytes")
-        frames.append(data[off:off + caplen])
-        off += caplen
-    return frames
+    """Every frame of a classic pcap file as bytes, in order (sluice.frames). A record cut off or a
+    frame cut short by the snaplen fails: tests compare frames byte for byte, so a short read must
+    never look like a short frame."""
+    from sluice.frames import read_pcap as read
+    return read(path, limit=None, whole=True)
 
 
 def wait_until(pred, timeout=10.0, what="condition", interval=0.05):
