@@ -947,8 +947,11 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		if (n > 0) {
 			empty = 0;
 			/* A busy NF never idles: hand the core over now and then so NFs
-			 * sharing it (the next hops of its chain) get to drain their rings. */
-			if (++busy % SL_YIELD_BUSY == 0 && busy_yield)
+			 * sharing it (the next hops of its chain) get to drain their rings.
+			 * Real-time NFs take turns in chain order (sluiced.nf_sched fifo):
+			 * a turn is one burst, so what it published is taken by the next
+			 * hop at once, not after more bursts and an empty look. */
+			if (busy_yield && (nf->realtime || ++busy % SL_YIELD_BUSY == 0))
 				sched_yield();
 			continue;
 		}
@@ -961,7 +964,11 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 			else if (empty % 64 == 0 && now_ns(CLOCK_MONOTONIC) - idle_since >= spin_ns) {
 				rc = -block_rx(nf);
 				empty = 0;
-			} else if (empty % SL_YIELD_EVERY == 0)
+				if (rc != 0)
+					break;
+				continue;
+			}
+			if (empty % SL_YIELD_EVERY == 0)
 				sched_yield();
 			else
 				cpu_relax();

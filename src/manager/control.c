@@ -772,6 +772,7 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 							   "closed", (json_int_t)S->pipes.closed, "packets",
 							   (json_int_t)S->pipes.packets, "close_timeouts",
 							   (json_int_t)S->pipes.close_timeouts));
+		json_object_set_new(st, "nf_sched", sched_stats());
 		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)S->out_set.packets,
 							      "frames", (json_int_t)S->out_set.frames, "copies",
 							      (json_int_t)S->out_set.copies));

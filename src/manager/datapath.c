@@ -313,6 +313,8 @@ static void kick(struct nf *nf)
 	nf->kick_pending = nf->rxk.own != nf->kick_cons;
 	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
 		nf->st.kicks++;
+	if (nf->sched_fifo)
+		sched_fifo_kicked();
 	nf->first_wait = 0;
 	if (nf->set == NF_SET_PARKED) /* it will run and return packets: collect them again */
 		set_enter(nf, NF_SET_BUSY);
@@ -1224,6 +1226,8 @@ static void pipe_close_start(struct nf *up)
 	uint64_t one = 1;
 	if (!down->fault && write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
 		down->st.kicks++;
+	if (down->sched_fifo)
+		sched_fifo_kicked();
 }
 
 /* Has up's reader let go of the pipe (or can it no longer read: gone or disconnected)? A reader that
@@ -1342,6 +1346,8 @@ static void pipes_poll(const struct route *rt)
 			uint64_t one = 1;
 			if (write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
 				down->st.kicks++;
+			if (down->sched_fifo)
+				sched_fifo_kicked();
 			down->pipe_kicked = true;
 			down->pipe_kick_cons = c;
 		}

@@ -320,10 +320,9 @@ int main(int argc, char **argv)
 	epoll_add(M.ctl_listen, EP_CTL_LISTEN);
 	epoll_add(worker_fault_fd(), EP_FAULT);
 
-	if (worker_launch() < 0)
+	if (sched_start() < 0 || worker_launch() < 0)
 		goto out;
 	LOG("nf socket %s, control socket %s", M.nf_sock_path, M.ctl_sock_path);
-	sched_startup_note();
 	LOG("ready");
 	control_loop();
 	rc = 0;
@@ -332,6 +331,7 @@ out:
 	for (uint32_t i = 0; M.nfs && i < M.max_nfs; i++)
 		nf_detach(&M.nfs[i], SL_ERR_SHUTDOWN, "sluiced is shutting down");
 	worker_stop();
+	sched_stop();
 	guest_release_all();
 	ctl_close_all();
 	if (M.ctl_listen >= 0) {

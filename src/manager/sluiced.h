@@ -721,7 +721,12 @@ void worker_fault_ack(void);
 void sched_nf_attached(struct nf *nf);
 void sched_nf_detached(struct nf *nf);
 void sched_chains_changed(void);
-void sched_startup_note(void);
+/* Start the order helper when nf_sched is fifo (before the workers: they poke it). 0 or -1. */
+int sched_start(void);
+void sched_stop(void);
+/* The worker kicked a fifo NF: its wake-up queued it out of chain order; the helper repairs that. */
+void sched_fifo_kicked(void);
+json_t *sched_stats(void); /* stats.nf_sched */
 const char *sched_nf_policy(const struct nf *nf);
 
 /* attach.c */
