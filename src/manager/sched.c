@@ -269,9 +269,11 @@ static void order_pass(void)
 				continue;
 			m[j].cpu = -1;
 			struct sched_param fair = { 0 }, rt = { .sched_priority = NF_FIFO_PRIORITY };
+			struct sched_param now;
 			int cur = sched_getscheduler(m[j].pid);
-			if (cur < 0 || (cur & ~SCHED_RESET_ON_FORK) != SCHED_FIFO)
-				continue; /* gone, or made fair meanwhile: not ours to change */
+			if (cur < 0 || (cur & ~SCHED_RESET_ON_FORK) != SCHED_FIFO || sched_getparam(m[j].pid, &now) ||
+			    now.sched_priority != NF_FIFO_PRIORITY)
+				continue; /* gone (its pid maybe reused before the detach), or changed: not ours */
 			if (sched_setscheduler(m[j].pid, SCHED_OTHER, &fair) == 0 &&
 			    sched_setscheduler(m[j].pid, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0)
 				O.requeued++;
