@@ -79,7 +79,7 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	unsigned send[SL_BURST_MAX], ns = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct sl_pkt *p = &pkts[i];
-		if (c->count != 0 && c->seq >= c->count) {
+		if (c->count != 0 && c->seq + ns >= c->count) { /* ns of this batch not counted in seq yet */
 			c->after_count++;
 			sl_pkt_set_action(p, SL_ACT_DROP, 0);
 			continue;
