@@ -949,9 +949,11 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 			/* A busy NF never idles: hand the core over now and then so NFs
 			 * sharing it (the next hops of its chain) get to drain their rings.
 			 * Real-time NFs take turns in chain order (sluiced.nf_sched fifo):
-			 * a turn is one burst, so what it published is taken by the next
-			 * hop at once, not after more bursts and an empty look. */
-			if (busy_yield && (nf->realtime || ++busy % SL_YIELD_BUSY == 0))
+			 * a burst that was not full drained the input, so the next hop
+			 * takes what it published at once, not after an empty look; full
+			 * bursts go on (up to SL_YIELD_BUSY), so a loaded NF still batches. */
+			++busy;
+			if (busy_yield && ((nf->realtime && n < SL_BURST_MAX) || busy % SL_YIELD_BUSY == 0))
 				sched_yield();
 			continue;
 		}

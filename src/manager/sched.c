@@ -3,7 +3,7 @@
  * sluiced.nf_sched: fifo (docs/architecture.md "NFs sharing a core"). NFs pinned to one core take
  * turns there; under the kernel's fair scheduler a packet waits at every hop for however many
  * other NFs the scheduler picks first. As SCHED_FIFO tasks of one priority that sched_yield()
- * (a real-time libsluice NF yields after every burst and every empty poll), they take turns
+ * (a real-time libsluice NF yields after every burst that was not full and every empty poll), they take turns
  * round-robin in the order they were queued; sluiced queues them in chain order, so a packet
  * published by one hop is taken by the next on the very next turn.
  *
