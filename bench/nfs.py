@@ -48,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import (REPO, BenchError, CpuShare, Progress, add_round_args, ctl, machine_info,
                     regenerate_report, round_settings, save_results)  # noqa: E402
+from sluice.frames import inet_checksum, write_pcap  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -68,31 +69,22 @@ def nf_bin(kind: str) -> Path:
 # traffic
 
 
-def ip_csum(h: bytes) -> int:
-    s = sum(struct.unpack("!10H", h))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def write_pcap(path: Path, n: int, spread_dst: bool = False, payloads: list[bytes] | None = None) -> None:
+def write_flows(path: Path, n: int, spread_dst: bool = False, payloads: list[bytes] | None = None) -> None:
     """n UDP/IPv4 flows, one packet each: 10.(200 + i>>16).(i>>8).(i) : 1024+i -> 10.250.0.1:9
     (spread_dst: 10.250.(i % 256).(1 + i // 256 % 250), over the router's /24 routes). Payload 18
     bytes of filler, or payloads[i] when given (padded / cut to 18)."""
     eth = bytes.fromhex(MAC_DST.replace(":", "") + MAC_SRC.replace(":", "")) + b"\x08\x00"
     filler = b"sluice-bench-data!"
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        rec = struct.Struct("<IIII")
+
+    def frames():
         for i in range(n):
             src = bytes([10, 200 + (i >> 16), (i >> 8) & 255, i & 255])
             dst = bytes([10, 250, i % 256, 1 + i // 256 % 250]) if spread_dst else bytes([10, 250, 0, 1])
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, FRAME - 14, 0, 0x4000, 64, 17, 0, src, dst)
-            ip = ip[:10] + struct.pack("!H", ip_csum(ip)) + ip[12:]
+            ip = ip[:10] + struct.pack("!H", inet_checksum(ip)) + ip[12:]
             pl = (payloads[i] if payloads else filler)[:18].ljust(18, b".")
-            pkt = eth + ip + struct.pack("!HHHH", 1024 + i % 64000, 9, FRAME - 34, 0) + pl
-            f.write(rec.pack(0, 0, len(pkt), len(pkt)))
-            f.write(pkt)
+            yield eth + ip + struct.pack("!HHHH", 1024 + i % 64000, 9, FRAME - 34, 0) + pl
+    write_pcap(path, frames())
 
 
 def ids_patterns(n: int) -> list[bytes]:
@@ -235,9 +227,9 @@ def make_pcaps(work: Path, n: int) -> dict[str, Path]:
     ids_payloads = [pats[(i // IDS_EVERY) % len(pats)] if i % IDS_EVERY == 0 else b"sluice-bench-data!"
                     for i in range(n)]
     out = {"base": work / "base.pcap", "spread": work / "spread.pcap", "ids": work / "ids.pcap"}
-    write_pcap(out["base"], n)
-    write_pcap(out["spread"], n, spread_dst=True)
-    write_pcap(out["ids"], n, payloads=ids_payloads)
+    write_flows(out["base"], n)
+    write_flows(out["spread"], n, spread_dst=True)
+    write_flows(out["ids"], n, payloads=ids_payloads)
     return out
 
 

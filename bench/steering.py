@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import (REPO, BenchError, Progress, add_round_args, ctl, machine_info, regenerate_report,
                     round_settings, save_results)  # noqa: E402
+from sluice.frames import write_pcap  # noqa: E402
 
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build")
 SLUICED = BUILD / "src" / "manager" / "sluiced"
@@ -57,19 +58,17 @@ CONFIGS = [
 ]
 
 
-def write_pcap(path: Path, n: int, net: int) -> None:
+def write_flows(path: Path, n: int, net: int) -> None:
     """n distinct UDP/IPv4 flows 10.<net+i//65536>.<i> -> 10.250.0.1:9, 64-byte frames."""
     eth = bytes.fromhex("020000000002020000000001") + b"\x08\x00"
     dst = bytes([10, 250, 0, 1])
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        rec = struct.Struct("<IIII")
+
+    def frames():
         for i in range(n):
             src = ((10 << 24) | ((net + (i >> 16)) << 16) | (i & 0xFFFF)).to_bytes(4, "big")
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 46, 0, 0, 64, 17, 0, src, dst)
-            pkt = eth + ip + struct.pack("!HHHH", 1000 + i % 7, 9, 26, 0) + bytes(18)
-            f.write(rec.pack(0, 0, len(pkt), len(pkt)))
-            f.write(pkt)
+            yield eth + ip + struct.pack("!HHHH", 1000 + i % 7, 9, 26, 0) + bytes(18)
+    write_pcap(path, frames())
 
 
 def noise_rules(n: int, rnd: random.Random) -> list[dict]:
@@ -183,8 +182,8 @@ def main(argv=None) -> int:
     try:
         pcaps = {"load": work / "load.pcap", "big": work / "big.pcap"}
         print(f"steering.py: writing pcaps ({LOAD_FLOWS} + {big} flows) in {work}", flush=True)
-        write_pcap(pcaps["load"], LOAD_FLOWS, 200)
-        write_pcap(pcaps["big"], big, 100)
+        write_flows(pcaps["load"], LOAD_FLOWS, 200)
+        write_flows(pcaps["big"], big, 100)
         progress = Progress(rounds * len(configs))
         runs: dict[str, list] = {c[0]: [] for c in configs}
         errors = []
