@@ -179,6 +179,17 @@ void sched_nf_attached(struct nf *nf)
 	}
 	nf->sched_fifo = true;
 	fifo_reorder();
+	/* allowed, but the operator should know: sluiced's control thread is fair-scheduled */
+	cpu_set_t cs;
+	rte_cpuset_t mc = rte_lcore_cpuset(rte_get_main_lcore());
+	if (sched_getaffinity(nf->pid, sizeof(cs), &cs) == 0)
+		for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++)
+			if (CPU_ISSET(cpu, &mc) && CPU_ISSET(cpu, &cs)) {
+				LOG("nf %s: SCHED_FIFO on CPU %u, which sluiced's control thread (main lcore) shares: while "
+				    "the fifo NFs keep it busy, control calls wait for the kernel's real-time limit to pause "
+				    "them (pin them to other CPUs, or name another CPU first in sluiced.lcores)", nf->name, cpu);
+				break;
+			}
 }
 
 /* the twin of sched_nf_attached: an NF that lives on after detaching is fair-scheduled again

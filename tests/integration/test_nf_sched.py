@@ -53,6 +53,8 @@ def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
     log = sluice.log()
     assert "nf loose: stays other, not SCHED_FIFO (sluiced.nf_sched): it may run on CPU 1, worker 0's" in log
     assert "nf jailed: stays other, not SCHED_FIFO (sluiced.nf_sched): it is in domain jail" in log
+    for n in CHAIN:  # sluiced's main lcore is on CPU 0 too ("lcores": "0,1")
+        assert f"nf {n}: SCHED_FIFO on CPU 0, which sluiced's control thread (main lcore) shares" in log, n
 
     sluice.ok("port_chain_set", port="in", chain="c")
     total = sum(map(len, raws))
