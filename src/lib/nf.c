@@ -963,14 +963,10 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		} else if (nf->cfg.wakeup == SL_WAKE_ADAPTIVE) {
 			if (empty++ == 0)
 				idle_since = now_ns(CLOCK_MONOTONIC);
-			else if (empty % 64 == 0 && now_ns(CLOCK_MONOTONIC) - idle_since >= spin_ns) {
+			if (empty % 64 == 0 && now_ns(CLOCK_MONOTONIC) - idle_since >= spin_ns) {
 				rc = -block_rx(nf);
 				empty = 0;
-				if (rc != 0)
-					break;
-				continue;
-			}
-			if (empty % SL_YIELD_EVERY == 0)
+			} else if (empty % SL_YIELD_EVERY == 0)
 				sched_yield();
 			else
 				cpu_relax();

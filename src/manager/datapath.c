@@ -301,9 +301,19 @@ static inline bool kick_pending(struct nf *nf)
 	return false;
 }
 
-static void kick(struct nf *nf)
+/* The eventfd write that wakes an NF, counted. A fifo NF's wake-up queues it out of chain order:
+ * the order helper repairs that (sched.c). */
+static void kick_write(struct nf *nf)
 {
 	uint64_t one = 1;
+	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
+		nf->st.kicks++;
+	if (nf->sched_fifo)
+		sched_fifo_kicked();
+}
+
+static void kick(struct nf *nf)
+{
 	/* Read before the write: once kicked, the NF may run (on another core) before write() returns.
 	 * Pending only if the ring still holds packets: an NF that already took them all may sleep
 	 * again without consuming anything more. */
@@ -311,10 +321,7 @@ static void kick(struct nf *nf)
 		return;
 	nf->kick_cons = nf->rxk.peer;
 	nf->kick_pending = nf->rxk.own != nf->kick_cons;
-	if (write(nf->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
-		nf->st.kicks++;
-	if (nf->sched_fifo)
-		sched_fifo_kicked();
+	kick_write(nf);
 	nf->first_wait = 0;
 	if (nf->set == NF_SET_PARKED) /* it will run and return packets: collect them again */
 		set_enter(nf, NF_SET_BUSY);
@@ -1223,11 +1230,8 @@ static void pipe_close_start(struct nf *up)
 	__atomic_store_n(&pi->epoch, ++down->pipe_epoch, __ATOMIC_RELEASE);
 	up->pipe_closing = true;
 	up->pipe_close_by = rte_rdtsc() + M.tsc_hz; /* 1 s: a reader descheduled on a busy machine is not a hostile one */
-	uint64_t one = 1;
-	if (!down->fault && write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
-		down->st.kicks++;
-	if (down->sched_fifo)
-		sched_fifo_kicked();
+	if (!down->fault)
+		kick_write(down);
 }
 
 /* Has up's reader let go of the pipe (or can it no longer read: gone or disconnected)? A reader that
@@ -1343,11 +1347,7 @@ static void pipes_poll(const struct route *rt)
 		if (c != up->pok.peer && down->wakeup != SL_WAKE_POLL &&
 		    __atomic_load_n(&down->rx->need_kick, __ATOMIC_ACQUIRE) &&
 		    (!down->pipe_kicked || down->pipe_kick_cons != c)) {
-			uint64_t one = 1;
-			if (write(down->rx_kick_fd, &one, sizeof(one)) == sizeof(one))
-				down->st.kicks++;
-			if (down->sched_fifo)
-				sched_fifo_kicked();
+			kick_write(down);
 			down->pipe_kicked = true;
 			down->pipe_kick_cons = c;
 		}

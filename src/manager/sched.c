@@ -63,8 +63,18 @@ static struct {
 	uint64_t passes, requeued; /* under lock */
 } O = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
 
-/* why `nf` may not be made SCHED_FIFO ("" if it may) */
-static void fifo_refusal(const struct nf *nf, char *why, size_t n)
+/* the first CPU of lcore's that `cs` holds too, or -1 */
+static int lcore_cpu_in(unsigned lcore, const cpu_set_t *cs)
+{
+	rte_cpuset_t lc = rte_lcore_cpuset(lcore);
+	for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &lc) && CPU_ISSET(cpu, cs))
+			return (int)cpu;
+	return -1;
+}
+
+/* why `nf` (CPU affinity `cs`, NULL if unreadable, then `err`) may not be made SCHED_FIFO ("" if it may) */
+static void fifo_refusal(const struct nf *nf, const cpu_set_t *cs, int err, char *why, size_t n)
 {
 	why[0] = 0;
 	if (nf->guest) {
@@ -76,31 +86,29 @@ static void fifo_refusal(const struct nf *nf, char *why, size_t n)
 			 M.regions[nf->domain]->name);
 		return;
 	}
-	cpu_set_t cs;
-	if (sched_getaffinity(nf->pid, sizeof(cs), &cs)) {
-		snprintf(why, n, "its CPU affinity cannot be read: %s", strerror(errno));
+	if (cs == NULL) {
+		snprintf(why, n, "its CPU affinity cannot be read: %s", strerror(err));
 		return;
 	}
 	for (unsigned w = 0; w < M.nworkers; w++) {
-		rte_cpuset_t wc = rte_lcore_cpuset(M.workers[w].lcore);
-		for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++)
-			if (CPU_ISSET(cpu, &wc) && CPU_ISSET(cpu, &cs)) {
-				snprintf(why, n, "it may run on CPU %u, worker %u's: pin it to other CPUs (taskset)", cpu, w);
-				return;
-			}
+		int cpu = lcore_cpu_in(M.workers[w].lcore, cs);
+		if (cpu >= 0) {
+			snprintf(why, n, "it may run on CPU %d, worker %u's: pin it to other CPUs (taskset)", cpu, w);
+			return;
+		}
 	}
 }
 
 /* put nf's main thread at the tail of the SCHED_FIFO queue of its priority (leaving and re-entering
  * the class does that; setting the same policy again is a no-op for the kernel) */
-static int fifo_requeue(const struct nf *nf)
+static int fifo_requeue(pid_t pid)
 {
 	struct sched_param fair = { 0 }, rt = { .sched_priority = NF_FIFO_PRIORITY };
-	int cur = sched_getscheduler(nf->pid);
+	int cur = sched_getscheduler(pid);
 	if (cur >= 0 && (cur & ~SCHED_RESET_ON_FORK) == SCHED_FIFO)
-		sched_setscheduler(nf->pid, SCHED_OTHER, &fair);
+		sched_setscheduler(pid, SCHED_OTHER, &fair);
 	/* its children (an NF that forks helpers) start fair-scheduled */
-	return sched_setscheduler(nf->pid, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt);
+	return sched_setscheduler(pid, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt);
 }
 
 const char *sched_nf_policy(const struct nf *nf)
@@ -148,7 +156,7 @@ static void fifo_reorder(void)
 			struct nf *nf = &M.nfs[i];
 			if (nf->state != NF_ATTACHED || nf->service != order[j] || !nf->sched_fifo)
 				continue;
-			if (fifo_requeue(nf))
+			if (fifo_requeue(nf->pid))
 				LOG("nf %s: SCHED_FIFO: %s", nf->name, strerror(errno));
 			if (O.n == O.cap) {
 				uint32_t cap = O.cap ? 2 * O.cap : 16;
@@ -172,7 +180,9 @@ void sched_nf_attached(struct nf *nf)
 	if (!M.cfg.nf_fifo)
 		return;
 	char why[160];
-	fifo_refusal(nf, why, sizeof(why));
+	cpu_set_t cs;
+	int readable = sched_getaffinity(nf->pid, sizeof(cs), &cs) == 0;
+	fifo_refusal(nf, readable ? &cs : NULL, errno, why, sizeof(why));
 	if (why[0]) {
 		LOG("nf %s: stays %s, not SCHED_FIFO (sluiced.nf_sched): %s", nf->name, sched_nf_policy(nf), why);
 		return;
@@ -180,16 +190,11 @@ void sched_nf_attached(struct nf *nf)
 	nf->sched_fifo = true;
 	fifo_reorder();
 	/* allowed, but the operator should know: sluiced's control thread is fair-scheduled */
-	cpu_set_t cs;
-	rte_cpuset_t mc = rte_lcore_cpuset(rte_get_main_lcore());
-	if (sched_getaffinity(nf->pid, sizeof(cs), &cs) == 0)
-		for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++)
-			if (CPU_ISSET(cpu, &mc) && CPU_ISSET(cpu, &cs)) {
-				LOG("nf %s: SCHED_FIFO on CPU %u, which sluiced's control thread (main lcore) shares: while "
-				    "the fifo NFs keep it busy, control calls wait for the kernel's real-time limit to pause "
-				    "them (pin them to other CPUs, or name another CPU first in sluiced.lcores)", nf->name, cpu);
-				break;
-			}
+	int cpu = lcore_cpu_in(rte_get_main_lcore(), &cs);
+	if (cpu >= 0)
+		LOG("nf %s: SCHED_FIFO on CPU %d, which sluiced's control thread (main lcore) shares: while "
+		    "the fifo NFs keep it busy, control calls wait for the kernel's real-time limit to pause "
+		    "them (pin them to other CPUs, or name another CPU first in sluiced.lcores)", nf->name, cpu);
 }
 
 /* the twin of sched_nf_attached: an NF that lives on after detaching is fair-scheduled again
@@ -223,17 +228,10 @@ void sched_fifo_kicked(void)
 	}
 }
 
-static uint64_t mono_us(void)
+static uint64_t clock_us(clockid_t c)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
-}
-
-static uint64_t cpu_us(void) /* this thread's */
-{
-	struct timespec t;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	clock_gettime(c, &t);
 	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
 }
 
@@ -279,14 +277,12 @@ static void order_pass(void)
 			if (m[j].cpu != c)
 				continue;
 			m[j].cpu = -1;
-			struct sched_param fair = { 0 }, rt = { .sched_priority = NF_FIFO_PRIORITY };
 			struct sched_param now;
 			int cur = sched_getscheduler(m[j].pid);
 			if (cur < 0 || (cur & ~SCHED_RESET_ON_FORK) != SCHED_FIFO || sched_getparam(m[j].pid, &now) ||
 			    now.sched_priority != NF_FIFO_PRIORITY)
 				continue; /* gone (its pid maybe reused before the detach), or changed: not ours */
-			if (sched_setscheduler(m[j].pid, SCHED_OTHER, &fair) == 0 &&
-			    sched_setscheduler(m[j].pid, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0)
+			if (fifo_requeue(m[j].pid) == 0)
 				O.requeued++;
 		}
 	}
@@ -304,16 +300,16 @@ static void *order_main(void *arg)
 			continue; /* EINTR */
 		if (__atomic_load_n(&O.stop, __ATOMIC_ACQUIRE))
 			break;
-		uint64_t now = mono_us(), wait = REPAIR_DELAY_US;
+		uint64_t now = clock_us(CLOCK_MONOTONIC), wait = REPAIR_DELAY_US;
 		if (last + gap > now + wait)
 			wait = last + gap - now;
 		sleep_us(wait);
 		__atomic_store_n(&O.poked, 0, __ATOMIC_RELEASE); /* kicks from here on bring another pass */
-		uint64_t t0 = cpu_us();
+		uint64_t t0 = clock_us(CLOCK_THREAD_CPUTIME_ID);
 		order_pass();
-		last = mono_us();
+		last = clock_us(CLOCK_MONOTONIC);
 		/* its own CPU time, not the wall clock: a pass the real-time limit paused cost nothing */
-		uint64_t cost = cpu_us() - t0;
+		uint64_t cost = clock_us(CLOCK_THREAD_CPUTIME_ID) - t0;
 		gap = 20 * cost > REPAIR_GAP_US ? 20 * cost : REPAIR_GAP_US; /* <= 5 % of a core */
 	}
 	return NULL;
