@@ -262,6 +262,26 @@ def dpdk_version() -> str:
     return out or "unknown"
 
 
+def switch_cost(build: Path, cpu: int = 0, procs: int = 5) -> dict | None:
+    """What one process switch costs on `cpu` (bench/switchcost.c: `procs` SCHED_FIFO processes yielding
+    in turn, as NFs sharing a core under sluiced.nf_sched fifo), with the thread and bare-yield figures:
+    the floor under the latency of NFs that share a core, which this machine's host moves from hour to
+    hour. None, with the reason on stderr, when the probe is not built or fails."""
+    exe = build / "bench" / "sluice-bench-switchcost"
+    if not exe.exists():
+        print(f"bench: note: {exe} is not built; no switch-cost figure (ninja -C {build})", file=sys.stderr)
+        return None
+    try:
+        cp = subprocess.run([str(exe), "--cpu", str(cpu), "--procs", str(procs)], capture_output=True, text=True,
+                            timeout=60)
+        if cp.returncode != 0:
+            raise ValueError(cp.stderr.strip() or f"exit status {cp.returncode}")
+        return json.loads(cp.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        print(f"bench: warning: sluice-bench-switchcost failed: {e}", file=sys.stderr)
+        return None
+
+
 def machine_info() -> dict:
     cpu_model, flags = "unknown", ""
     mhz = None

@@ -46,7 +46,7 @@ import time  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_report  # noqa: E402
 from common import (RESULTS, TESTPMD, BenchError, Progress, eal_memory_args, hugepages_2m,  # noqa: E402
-                    machine_info, use_hugepages)
+                    machine_info, switch_cost, use_hugepages)
 import peer_linux  # noqa: E402
 import peer_memif  # noqa: E402
 import peer_ovs  # noqa: E402
@@ -421,6 +421,8 @@ def main(argv=None) -> int:
         pass
     machine["other_dataplanes_at_start"] = other_dataplanes()
     machine["dpdk_memory"] = "huge pages" if use_hugepages() else "4 KiB pages (--no-huge)"
+    # the host moves this from hour to hour; latency of NFs sharing core 0 rests on it
+    machine["switch_cost_start"] = switch_cost(sluice_fabric.BUILD, cpu=int(sluice_fabric.NF_CORE))
     items = plan(args) if "chain" in scenarios else []
     n_sessions = len(args.trial_nfs) * len(args.trial_systems) * args.runs if want_trials else 0
     logdir = Path(tempfile.mkdtemp(prefix=f"sluice-bench-{stamp}-"))
@@ -491,6 +493,7 @@ def main(argv=None) -> int:
         results.append(r)
     results += trial_rows
 
+    machine["switch_cost_end"] = switch_cost(sluice_fabric.BUILD, cpu=int(sluice_fabric.NF_CORE))
     out = {
         "machine": machine,
         "started": started.isoformat(timespec="seconds"),

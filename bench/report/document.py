@@ -32,7 +32,20 @@ def machine_rows(m: dict, cfg: dict | None = None) -> list[str]:
         f"| DPDK | {m.get('dpdk_version', '?')} |",
         f"| huge pages | {hp_txt} |",
         f"| load average at start | {m.get('loadavg', '?')} |",
-    ]
+    ] + _switch_row(m)
+
+
+def _switch_row(m: dict) -> list[str]:
+    """The switch-cost probe's figures (bench/switchcost.c), where the run recorded them."""
+    a, b = m.get("switch_cost_start"), m.get("switch_cost_end")
+    if not a and not b:
+        return []
+    ends = " / ".join(f"{x['switch_ns'] / 1000:.2f}" if x else "?" for x in (a, b))
+    x = a or b
+    return [f"| process switch on core {x.get('cpu', 0)} | {ends} µs at start / end of the run "
+            f"({x.get('procs', '?')} {x.get('policy', '?').upper()} processes yielding in turn, `sluice-bench-switchcost`; "
+            f"between threads of one process {x.get('thread_switch_ns', 0) / 1000:.2f} µs, a yield alone "
+            f"{x.get('yield_alone_ns', 0) / 1000:.2f} µs) |"]
 
 
 def _machine_key(m: dict) -> tuple:

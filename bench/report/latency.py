@@ -210,6 +210,22 @@ def latency_tables(res: list[dict]) -> list[str]:
     return out
 
 
+def _floor_reading(data: dict, nfs: list[int]) -> list[str]:
+    """What the run's process-switch cost alone puts under Sluice's latency: gen, the N NFs and the
+    sink take turns on core 0, so a packet crosses N + 1 switches (bench/notes.md "The floor of a 3-NF
+    chain on one core")."""
+    m = data.get("machine", {})
+    costs = [x["switch_ns"] for x in (m.get("switch_cost_start"), m.get("switch_cost_end")) if x]
+    if not costs or not nfs:
+        return []
+    lo = min(costs)
+    floors = ", ".join(f"{n} NF{'s' if n > 1 else ''}: {n + 1} switches, {(n + 1) * lo / 1000:.1f} µs" for n in nfs)
+    return [f"- Floor under Sluice's figures: gen, the NFs and the sink take turns on core 0, so a packet "
+            f"crosses one process switch per hop; at this run's cheapest measured switch ({lo / 1000:.2f} µs, "
+            f"Machine above) that is {floors}, before any packet work. Linux forwards the whole chain in one "
+            "softirq pass on core 1."]
+
+
 def latency_reading(data: dict) -> list[str]:
     res = rows_of(data["results"], LATENCY)
     out = []
@@ -225,6 +241,7 @@ def latency_reading(data: dict) -> list[str]:
                      for p in [find(res, system, n, size, None, scenario=LATENCY, load=ld)] if p]
             out.append(f"- {n} NF{'s' if n > 1 else ''}, {ld:.0%} load: Sluice p99 {fmt_us(s['median_ns'].get('p99'))} µs"
                        + (" vs " + ", ".join(parts) + " µs" if parts else "") + ".")
+    out += _floor_reading(data, sorted({n for n, _ in _lat_groups(res)}))
     lossy = [r for r in res if sum(x for x in (r.get("runs_lost") or []) if x) > 0]
     if lossy:
         out.append("- Packets lost in latency trials (below the zero-loss rate, so the zero-loss rate was not "
