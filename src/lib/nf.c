@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
+#include <sys/rseq.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -66,6 +68,7 @@ struct sl_nf {
 	int stop;                    /* sl_nf_stop (atomic access) */
 	int sandboxed;               /* the strict sandbox's filter is installed */
 	int realtime;                /* SCHED_FIFO/RR (sluiced.nf_sched), seen before the sandbox */
+	int rseq_checked;            /* sl_nf_run looked at rseq once (a second run must not retry) */
 	uint32_t nf_id, service_id, port_count;
 	struct sl_nf_info *info;     /* the info page (abi.h), NULL if the manager gave none */
 	/* pipes (docs/abi.md "Pipes"): the domain's pipe map, our pipe ring (plain NEXT descriptors go
@@ -644,6 +647,22 @@ static void on_signal(int signo)
 	errno = e;
 }
 
+int sl__rseq_unregister(void)
+{
+	if (__rseq_size == 0)
+		return 1; /* glibc registered none (GLIBC_TUNABLES=glibc.pthread.rseq=0, or too old a kernel) */
+	struct rseq *area = (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+	if ((int32_t)__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED) < 0)
+		return 1; /* not registered (the kernel marks an area it lets go RSEQ_CPU_ID_UNINITIALIZED) */
+	/* the kernel wants the length glibc registered with: __rseq_size, or the 32-byte area of glibc
+	 * versions whose __rseq_size counts only the fields in use */
+	if (syscall(SYS_rseq, area, __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG) == 0)
+		return 1;
+	if (errno == EINVAL && __rseq_size != 32 && syscall(SYS_rseq, area, 32, RSEQ_FLAG_UNREGISTER, RSEQ_SIG) == 0)
+		return 1;
+	return 0;
+}
+
 void sl_nf_stop(struct sl_nf *nf)
 {
 	if (nf == NULL)
@@ -914,6 +933,16 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 	if (!nf->sandboxed) { /* the strict sandbox's filter traps sched_getscheduler */
 		int pol = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
 		nf->realtime = pol == SCHED_FIFO || pol == SCHED_RR;
+		/* A real-time NF takes turns with the NFs on its core: one sched_yield() and one switch per
+		 * turn, and after each the kernel rewrites this thread's rseq area on the way back to user
+		 * space -- 15-20 % of a turn here (bench/notes.md "rseq"). Nothing in the loop uses rseq;
+		 * SLUICE_NF_RSEQ=keep leaves it for an NF whose code does (tcmalloc's per-CPU caches). */
+		const char *keep = getenv("SLUICE_NF_RSEQ");
+		if (nf->realtime && !nf->rseq_checked && !(keep != NULL && strcmp(keep, "keep") == 0)) {
+			if (!sl__rseq_unregister())
+				fprintf(stderr, "sluice-nf: real-time: cannot unregister rseq (%s); keeping it\n", strerror(errno));
+		}
+		nf->rseq_checked = 1;
 	}
 	int busy_yield = nf->cfg.wakeup != SL_WAKE_BLOCK || nf->realtime;
 

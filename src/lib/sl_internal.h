@@ -16,6 +16,11 @@ __attribute__((visibility("hidden"))) int sl__name_ok(const char *s, size_t max)
  * Returns 0 or a negative errno. */
 __attribute__((visibility("hidden"))) int sl__sandbox_strict(int sock);
 
+/* Unregister this thread's restartable-sequences area, which glibc registers for every thread (a
+ * real-time NF's turns, nf.c). Returns 1 if it is off now (or glibc never registered one), 0 if it
+ * stays on (errno then says why). */
+__attribute__((visibility("hidden"))) int sl__rseq_unregister(void);
+
 /* The guest transport (guest.c, docs/guests.md): the virtio-serial port and the ivshmem devices. */
 #include "sluice/guest.h"
 struct sl_guest_devs {

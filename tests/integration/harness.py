@@ -368,7 +368,8 @@ class Sluice:
     # -- NFs
 
     def start_nf(self, kind, name, service=None, wakeup="poll", batch=None, timeout_us=None, extra=(),
-                 wait=True, timeout=10.0, cpus=None):
+                 wait=True, timeout=10.0, cpus=None, env=None):
+        """env: variables to add to the NF's environment (e.g. the SDK's SLUICE_NF_*)."""
         argv = [str(NF_BINS[kind]), "--socket", str(self.nf_sock), "--name", name,
                 "--service", service or name, "--wakeup", wakeup]
         if batch is not None:
@@ -379,7 +380,8 @@ class Sluice:
         logf = open(self.dir / f"nf-{name}.log", "ab")
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus is not None else None  # before it attaches
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                             start_new_session=True, preexec_fn=pin)
+                             start_new_session=True, preexec_fn=pin,
+                             env=None if env is None else {**os.environ, **{k: str(v) for k, v in env.items()}})
         logf.close()
         old = self.nfs.get(name)
         if old is not None and old.poll() is None:

@@ -3,6 +3,8 @@ SCHED_FIFO task is queued just before whatever runs on its core, not after its u
 order helper requeues the awake fifo NFs of a core in chain order after the worker's kicks. The check
 is the kernel's own record of the core's switches (a private tracefs instance): an order, not a timing.
 
+Also: a fifo NF lets go of its thread's rseq area (the kernel's rseq_update events show it).
+
 Not in the ASan and workers passes of `make test`: it tests the kernel's queue order, which neither
 changes.
 """
@@ -25,28 +27,38 @@ TRACEFS = Path("/sys/kernel/tracing")
 
 
 @contextmanager
-def switch_trace(cpu):
-    """A private tracefs instance recording sched_switch on `cpu`; yields a function that returns
-    the next_pid of every switch recorded so far. The instance goes, whatever happens."""
+def trace(cpu, events):
+    """A private tracefs instance recording `events` ("sched/sched_switch", ...) on `cpu`; yields a
+    function that returns what was recorded so far. The instance goes, whatever happens."""
     if not (TRACEFS / "instances").is_dir():
         pytest.skip(f"no tracefs at {TRACEFS} (mount -t tracefs nodev {TRACEFS})")
     inst = TRACEFS / "instances" / f"sluice-test-{os.getpid()}"
     inst.mkdir()
+    enabled = []
     try:
         (inst / "buffer_size_kb").write_text("16384")
         (inst / "tracing_cpumask").write_text(f"{1 << cpu:x}")
-        (inst / "events/sched/sched_switch/enable").write_text("1")
+        for ev in events:
+            (inst / "events" / ev / "enable").write_text("1")
+            enabled.append(ev)
 
-        def pids():
+        def text():
             (inst / "tracing_on").write_text("0")
-            text = (inst / "trace").read_text()
-            return [int(m) for m in re.findall(r"next_pid=(\d+)", text)]
+            return (inst / "trace").read_text()
         (inst / "tracing_on").write_text("1")
-        yield pids
+        yield text
     finally:
         (inst / "tracing_on").write_text("0")
-        (inst / "events/sched/sched_switch/enable").write_text("0")
+        for ev in enabled:
+            (inst / "events" / ev / "enable").write_text("0")
         inst.rmdir()
+
+
+@contextmanager
+def switch_trace(cpu):
+    """sched_switch on `cpu`; yields a function that returns the next_pid of every switch so far."""
+    with trace(cpu, ["sched/sched_switch"]) as text:
+        yield lambda: [int(m) for m in re.findall(r"next_pid=(\d+)", text())]
 
 
 def test_fifo_order_kept_after_wakeups(sluice, workdir):  # noqa: F811
@@ -100,3 +112,38 @@ def test_fifo_order_kept_after_wakeups(sluice, workdir):  # noqa: F811
     sluice.ok("port_chain_set", port="src", chain=None)
     # sluiced's main lcore is on CPU 1 here, so it does not share the NFs' CPU: no warning
     assert "control thread (main lcore) shares" not in sluice.log()
+
+
+def test_fifo_nfs_let_go_of_rseq(sluice, workdir):  # noqa: F811
+    """A real-time NF's SDK unregisters the rseq area glibc gave its thread (src/lib/nf.c): the kernel
+    would rewrite it on the way back from every switch, a fifth of a turn on this machine, and nothing
+    in the NF loop uses it. The kernel's own rseq_update events on the NFs' CPU show it: none for the
+    NFs left as they are, plenty for one started with SLUICE_NF_RSEQ=keep (so the trace can see them)."""
+    names = ["gen", "a", "b", "sink"]
+    cfg = base_config(
+        ports=[{"name": "src", "vdev": "net_null0,size=64,copy=0"},
+               {"name": "out", "vdev": "net_null1"}],
+        chains=[{"name": "c", "nfs": names, "exit": "out"}],
+        nfs=names, nf_sched="fifo", lcores="1,1")
+    sluice.start(cfg)
+    kw = {"wakeup": "adaptive", "cpus": NF_CPU}
+    procs = {"sink": sluice.start_nf("sink", "sink", extra=["--action", "drop"], **kw),
+             "b": sluice.start_nf("fwd", "b", env={"SLUICE_NF_RSEQ": "keep"}, **kw),
+             "a": sluice.start_nf("fwd", "a", **kw)}
+    procs["gen"] = sluice.start_nf("gen", "gen", extra=["--rate-pps", 100000, "--size", 64], **kw)
+    sluice.ok("port_chain_set", port="src", chain="c")
+    wait_until(lambda: sluice.nf("sink")["rx_pkts"] > 1000, 10, "traffic through the chain")
+    assert all(n["sched"] == "fifo" for n in sluice.stats()["nfs"]), sluice.stats()["nfs"]
+    with trace(min(NF_CPU), ["rseq/rseq_update", "sched/sched_switch"]) as text:
+        time.sleep(0.2)
+        t = text()
+    sluice.ok("port_chain_set", port="src", chain=None)
+    updates = collections.Counter(int(m) for m in re.findall(r"-(\d+)\s+\[\d+\][^\n]*rseq_update", t))
+    switched_in = collections.Counter(int(m) for m in re.findall(r"next_pid=(\d+)", t))
+    for n, p in procs.items():
+        assert switched_in[p.pid] > 100, f"{n} hardly ran on CPU {min(NF_CPU)}: {switched_in[p.pid]} switches"
+    assert updates[procs["b"].pid] > 100, f"the NF that kept rseq: {updates[procs['b'].pid]} rseq updates"
+    for n in ("gen", "a", "sink"):
+        assert updates[procs[n].pid] == 0, f"{n}: {updates[procs[n].pid]} rseq updates after it let go"
+    for n in names:
+        assert "cannot unregister rseq" not in sluice.nf_log(n), sluice.nf_log(n)
