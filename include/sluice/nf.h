@@ -98,6 +98,13 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg);
 /* Ask sl_nf_run to return after the current batch (async-signal-safe). */
 void sl_nf_stop(struct sl_nf *nf);
 
+/* From a handler: give the core up (sched_yield) once this batch is published, even if more input
+ * waits. For an NF sharing a core whose output is due now and whose remaining input is not urgent:
+ * a paced generator whose bucket ran dry hands what it stamped to the next hop at once instead of
+ * recycling more supply first (docs/architecture.md "Sharing a core"). Alone on a core it costs a
+ * system call that returns at once. */
+void sl_nf_yield(struct sl_nf *nf);
+
 /* Send DISCONNECT, close the socket and unmap everything; NULL-safe.
  * Every buffer the NF held is given back: those already returned on the TX
  * ring are forwarded, the rest are reclaimed by the manager. */

@@ -67,7 +67,6 @@ static void dump(struct gen_ctx *c)
 static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
 {
 	struct gen_ctx *c = arg;
-	(void)nf;
 	/* one refill per batch: the batch arrived at once, and rdtsc per token
 	 * would only add cost, not precision */
 	tb_refill(&c->tb, tsc_now());
@@ -76,7 +75,7 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	 * publishes the batch then), not before the rest of the batch was
 	 * handled -- dropping ~30 unused supply buffers took microseconds that
 	 * were counted as the chain's latency. */
-	unsigned send[SL_BURST_MAX], ns = 0;
+	unsigned send[SL_BURST_MAX], ns = 0, dry = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct sl_pkt *p = &pkts[i];
 		if (c->count != 0 && c->seq + ns >= c->count) { /* ns of this batch not counted in seq yet */
@@ -91,6 +90,7 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 			continue;
 		}
 		if (!tb_take(&c->tb)) {
+			dry = 1;
 			c->paced_drops++;
 			sl_pkt_set_action(p, SL_ACT_DROP, 0);
 			continue;
@@ -116,6 +116,12 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 		if (++c->flow == c->flows)
 			c->flow = 0;
 	}
+	/* All that was due went out and the rest was supply: hand the chain the core now. Otherwise, on
+	 * a shared core, what was just stamped waits while gen recycles more supply (its input is always
+	 * a full burst, so it keeps the core for 8 bursts a turn). Unpaced, the bucket never runs dry and
+	 * gen keeps its long turns, and its ceiling. */
+	if (dry)
+		sl_nf_yield(nf);
 	if (nf_usr1_pending) {
 		nf_usr1_pending = 0;
 		dump(c);

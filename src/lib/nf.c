@@ -69,6 +69,7 @@ struct sl_nf {
 	int sandboxed;               /* the strict sandbox's filter is installed */
 	int realtime;                /* SCHED_FIFO/RR (sluiced.nf_sched), seen before the sandbox */
 	int rseq_checked;            /* sl_nf_run looked at rseq once (a second run must not retry) */
+	int yield_asked;             /* sl_nf_yield() during this batch */
 	uint32_t nf_id, service_id, port_count;
 	struct sl_nf_info *info;     /* the info page (abi.h), NULL if the manager gave none */
 	/* pipes (docs/abi.md "Pipes"): the domain's pipe map, our pipe ring (plain NEXT descriptors go
@@ -672,6 +673,12 @@ void sl_nf_stop(struct sl_nf *nf)
 		kick_fd(nf->rx_efd);
 }
 
+void sl_nf_yield(struct sl_nf *nf)
+{
+	if (nf != NULL)
+		nf->yield_asked = 1;
+}
+
 static int stopping(struct sl_nf *nf)
 {
 	return sig_stop || __atomic_load_n(&nf->stop, __ATOMIC_RELAXED);
@@ -982,8 +989,10 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 			 * takes what it published at once, not after an empty look; full
 			 * bursts go on (up to SL_YIELD_BUSY), so a loaded NF still batches. */
 			++busy;
-			if (busy_yield && ((nf->realtime && n < SL_BURST_MAX) || busy % SL_YIELD_BUSY == 0))
+			if (nf->yield_asked || (busy_yield && ((nf->realtime && n < SL_BURST_MAX) || busy % SL_YIELD_BUSY == 0))) {
+				nf->yield_asked = 0;
 				sched_yield();
+			}
 			continue;
 		}
 		/* idle */

@@ -17,6 +17,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <sys/syscall.h>
+
 #include "check.h"
 #include "sluice/nf.h"
 #include "sluice/ring.h"
@@ -201,6 +203,7 @@ static uint32_t attach_timeout_ms = 2000;
 struct nf_thread {
 	struct sl_nf_config cfg;
 	int run;              /* also run the loop after attaching */
+	sl_handler_fn fn;     /* the loop's handler (default: handler) */
 	int attach_rc, run_rc;
 	struct sl_nf *nf;     /* published once attached (atomic) */
 	struct sl_nf_stats st;
@@ -233,7 +236,7 @@ static void *nf_main(void *arg)
 		CHECK(strcmp(sl_nf_name(nf), t->cfg.name) == 0);
 		__atomic_store_n(&t->nf, nf, __ATOMIC_RELEASE);
 		if (t->run)
-			t->run_rc = sl_nf_run(nf, handler, NULL);
+			t->run_rc = sl_nf_run(nf, t->fn ? t->fn : handler, NULL);
 		sl_nf_get_stats(nf, &t->st);
 		sl_nf_detach(nf);
 	}
@@ -351,6 +354,86 @@ static void test_run(enum sl_wakeup w)
 	fm_expect_disconnect(&m, SL_ERR_SHUTDOWN);
 	CHECK_EQ(fm_recv(&m, &msg), -1);
 	fm_close(&m);
+}
+
+/* sl_nf_yield: the loop gives the core up right after a batch whose handler asked, where it would
+ * otherwise go on to the next full burst (a busy NF yields every SL_YIELD_BUSY bursts). The test
+ * counts the loop's sched_yield() calls by interposing it: no timing involved. */
+static __thread unsigned long yield_calls;
+int sched_yield(void)
+{
+	yield_calls++;
+	return (int)syscall(SYS_sched_yield);
+}
+
+#define YB_MAX 4096
+struct yb_batch { uint32_t before, n; unsigned long in, out; }; /* packets before it, size, yields at entry/exit */
+static struct yb_batch yb[YB_MAX];
+static uint32_t yb_n, yb_pkts;
+static int yb_ask;
+
+static void yield_handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
+{
+	unsigned long in = yield_calls;
+	handler(nf, pkts, n, arg);
+	if (yb_ask)
+		sl_nf_yield(nf);
+	if (yb_n < YB_MAX)
+		yb[yb_n++] = (struct yb_batch){ .before = yb_pkts, .n = n, .in = in, .out = yield_calls };
+	yb_pkts += n;
+}
+
+/* Rounds of SLOTS (two full bursts) published at once; returns in how many rounds the loop yielded
+ * between the two bursts. */
+static unsigned yield_rounds(int ask, unsigned rounds)
+{
+	struct fm m;
+	struct nf_thread t;
+	yb_n = yb_pkts = 0;
+	yb_ask = ask;
+	fm_listen(&m);
+	memset(&t, 0, sizeof(t));
+	nf_start(&t, &m, SL_WAKE_POLL, 1);
+	t.fn = yield_handler; /* read by the thread only once attached, after fm_setup below */
+	fm_accept(&m);
+	fm_hello(&m);
+	fm_expect_init(&m, "test.0", SL_WAKE_POLL);
+	fm_setup(&m);
+	CHECK(SLOTS == 2 * SL_BURST_MAX);
+	for (unsigned r = 0; r < rounds; r++) {
+		struct sl_desc d[SLOTS];
+		for (uint32_t i = 0; i < SLOTS; i++) {
+			uint32_t b = (r * SLOTS + i) % NBUF;
+			d[i] = (struct sl_desc){ .buf = b, .off = b * BUF_SIZE + HEADROOM, .len = 60,
+						 .head = HEADROOM, .region = 0, .dest = 0 };
+		}
+		CHECK_EQ(sl_ring_enqueue_burst(m.rx, d, SLOTS), SLOTS); /* one publish: the NF sees all or none */
+		for (uint32_t back = 0; back < SLOTS;)
+			back += sl_ring_dequeue_burst(m.tx, d, SLOTS);
+	}
+	fm_disconnect(&m, SL_ERR_SHUTDOWN);
+	CHECK_EQ(pthread_join(t.th, NULL), 0);
+	fm_expect_disconnect(&m, SL_ERR_SHUTDOWN);
+	fm_close(&m);
+	unsigned yielded = 0, seen = 0;
+	for (uint32_t i = 0; i + 1 < yb_n; i++) {
+		if (yb[i].before % SLOTS != 0)
+			continue;
+		CHECK_EQ(yb[i].n, SL_BURST_MAX); /* the round's first burst, full; the second follows */
+		CHECK_EQ(yb[i + 1].before, yb[i].before + SL_BURST_MAX);
+		seen++;
+		yielded += yb[i + 1].in > yb[i].out;
+	}
+	CHECK_EQ(seen, rounds - (yb_n && yb[yb_n - 1].before % SLOTS == 0));
+	return yielded;
+}
+
+static void test_yield_asked(void)
+{
+	unsigned rounds = 200;
+	unsigned without = yield_rounds(0, rounds), with = yield_rounds(1, rounds);
+	CHECK_EQ(with, rounds);        /* asked: a yield after every batch */
+	CHECK(without < rounds / 2);   /* not asked: only every SL_YIELD_BUSY busy bursts */
 }
 
 /* sl_nf_stop from another thread ends a blocked loop with 0. */
@@ -690,6 +773,7 @@ int main(void)
 	test_run(SL_WAKE_BLOCK);
 	test_run(SL_WAKE_ADAPTIVE);
 	test_stop();
+	test_yield_asked();
 	test_signal();
 	test_manager_gone(SL_WAKE_POLL);
 	test_manager_gone(SL_WAKE_BLOCK);
