@@ -99,22 +99,32 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 		sl_pkt_set_action(p, SL_ACT_NEXT, 0);
 		send[ns++] = i;
 	}
+	/* Write every packet first (each a buffer maybe cold in cache), then read the clock once and
+	 * put the stamp in: what it says is when the batch leaves, as the Linux generator stamps its
+	 * prepared frames right before sendmmsg. Warm-up packets go out under their own id with their
+	 * own sequence, so a sink measuring gen_id sees the counted packets only, numbered from 0. */
+	int stamped = 0;
 	for (unsigned k = 0; k < ns; k++) {
-		struct sl_pkt *p = &pkts[send[k]];
-		/* warm-up packets go out under their own id with their own sequence, so a
-		 * sink measuring gen_id sees the counted packets only, numbered from 0 */
-		uint64_t t = tsc_now();
-		if (c->seq < c->warmup) {
-			gen_write_pkt(sl_pkt_data(p), c->size, c->flow, c->gen_id + 1, c->seq, t);
-		} else {
-			if (c->seq == c->warmup)
-				c->tsc_first = t;
-			gen_write_pkt(sl_pkt_data(p), c->size, c->flow, c->gen_id, c->seq - c->warmup, t);
-		}
-		c->tsc_last = t;
-		c->seq++;
+		stamped = gen_write_pkt(sl_pkt_data(&pkts[send[k]]), c->size, c->flow, c->gen_id, 0, 0);
 		if (++c->flow == c->flows)
 			c->flow = 0;
+	}
+	if (ns != 0) {
+		uint64_t t = tsc_now();
+		for (unsigned k = 0; k < ns && stamped; k++) {
+			uint64_t seq = c->seq + k;
+			uint8_t *st = sl_pkt_data(&pkts[send[k]]) + GEN_HDR_LEN;
+			if (seq < c->warmup)
+				stamp_write(st, c->gen_id + 1, seq, t);
+			else
+				stamp_write(st, c->gen_id, seq - c->warmup, t);
+		}
+		if (c->seq + ns > c->warmup) {
+			if (c->seq <= c->warmup)
+				c->tsc_first = t; /* the first counted packet (seq == warmup) is in this batch */
+			c->tsc_last = t;
+		}
+		c->seq += ns;
 	}
 	/* All that was due went out and the rest was supply: hand the chain the core now. Otherwise, on
 	 * a shared core, what was just stamped waits while gen recycles more supply (its input is always
