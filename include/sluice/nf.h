@@ -92,7 +92,8 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out);
  * With cfg.sandbox SL_SANDBOX_STRICT the first call installs the seccomp filter (every thread of
  * the process, for good) before the loop starts; -SL_ERR_PERM (reason on stderr) if it cannot.
  * In a thread sluiced made real-time (sluiced.nf_sched fifo) it unregisters the thread's rseq area
- * first, unless SLUICE_NF_RSEQ=keep (docs/architecture.md "NFs sharing a core"). */
+ * first, unless SLUICE_NF_RSEQ=keep (SLUICE_NF_RSEQ=off is the default; docs/architecture.md
+ * "NFs sharing a core"). */
 int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg);
 
 /* Ask sl_nf_run to return after the current batch (async-signal-safe). */

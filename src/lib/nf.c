@@ -942,11 +942,15 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		nf->realtime = pol == SCHED_FIFO || pol == SCHED_RR;
 		/* A real-time NF takes turns with the NFs on its core: one sched_yield() and one switch per
 		 * turn, and after each the kernel rewrites this thread's rseq area on the way back to user
-		 * space -- 15-20 % of a turn here (bench/notes.md "rseq"). Nothing in the loop uses rseq;
-		 * SLUICE_NF_RSEQ=keep leaves it for an NF whose code does (tcmalloc's per-CPU caches). */
-		const char *keep = getenv("SLUICE_NF_RSEQ");
-		if (nf->realtime && !nf->rseq_checked && !(keep != NULL && strcmp(keep, "keep") == 0)) {
-			if (!sl__rseq_unregister())
+		 * space -- 15-20 % of a turn here (bench/notes.md "What a turn is made of"). Nothing in the
+		 * loop uses rseq; SLUICE_NF_RSEQ=keep leaves it for an NF whose code does (tcmalloc's
+		 * per-CPU caches). */
+		if (nf->realtime && !nf->rseq_checked) {
+			const char *v = getenv("SLUICE_NF_RSEQ");
+			int keep = v != NULL && strcmp(v, "keep") == 0;
+			if (v != NULL && !keep && strcmp(v, "off") != 0)
+				fprintf(stderr, "sluice-nf: SLUICE_NF_RSEQ=\"%s\": expected keep or off; using off\n", v);
+			if (!keep && !sl__rseq_unregister())
 				fprintf(stderr, "sluice-nf: real-time: cannot unregister rseq (%s); keeping it\n", strerror(errno));
 		}
 		nf->rseq_checked = 1;

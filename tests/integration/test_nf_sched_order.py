@@ -118,7 +118,8 @@ def test_fifo_nfs_let_go_of_rseq(sluice, workdir):  # noqa: F811
     """A real-time NF's SDK unregisters the rseq area glibc gave its thread (src/lib/nf.c): the kernel
     would rewrite it on the way back from every switch, a fifth of a turn on this machine, and nothing
     in the NF loop uses it. The kernel's own rseq_update events on the NFs' CPU show it: none for the
-    NFs left as they are, plenty for one started with SLUICE_NF_RSEQ=keep (so the trace can see them)."""
+    NFs left as they are, plenty for one started with SLUICE_NF_RSEQ=keep (so the trace can see them).
+    A value the SDK does not know is named in the NF's log and the default holds."""
     names = ["gen", "a", "b", "sink"]
     cfg = base_config(
         ports=[{"name": "src", "vdev": "net_null0,size=64,copy=0"},
@@ -127,7 +128,7 @@ def test_fifo_nfs_let_go_of_rseq(sluice, workdir):  # noqa: F811
         nfs=names, nf_sched="fifo", lcores="1,1")
     sluice.start(cfg)
     kw = {"wakeup": "adaptive", "cpus": NF_CPU}
-    procs = {"sink": sluice.start_nf("sink", "sink", extra=["--action", "drop"], **kw),
+    procs = {"sink": sluice.start_nf("sink", "sink", extra=["--action", "drop"], env={"SLUICE_NF_RSEQ": "kep"}, **kw),
              "b": sluice.start_nf("fwd", "b", env={"SLUICE_NF_RSEQ": "keep"}, **kw),
              "a": sluice.start_nf("fwd", "a", **kw)}
     procs["gen"] = sluice.start_nf("gen", "gen", extra=["--rate-pps", 100000, "--size", 64], **kw)
@@ -147,3 +148,6 @@ def test_fifo_nfs_let_go_of_rseq(sluice, workdir):  # noqa: F811
         assert updates[procs[n].pid] == 0, f"{n}: {updates[procs[n].pid]} rseq updates after it let go"
     for n in names:
         assert "cannot unregister rseq" not in sluice.nf_log(n), sluice.nf_log(n)
+    # a value it does not know is named, and the default (off) holds: the sink had no updates above
+    assert 'SLUICE_NF_RSEQ="kep": expected keep or off; using off' in sluice.nf_log("sink")
+    assert "SLUICE_NF_RSEQ" not in sluice.nf_log("b")
