@@ -202,8 +202,7 @@ static uint32_t attach_timeout_ms = 2000;
 
 struct nf_thread {
 	struct sl_nf_config cfg;
-	int run;              /* also run the loop after attaching */
-	sl_handler_fn fn;     /* the loop's handler (default: handler) */
+	sl_handler_fn run;    /* also run the loop with this handler after attaching (NULL: attach only) */
 	int attach_rc, run_rc;
 	struct sl_nf *nf;     /* published once attached (atomic) */
 	struct sl_nf_stats st;
@@ -236,14 +235,14 @@ static void *nf_main(void *arg)
 		CHECK(strcmp(sl_nf_name(nf), t->cfg.name) == 0);
 		__atomic_store_n(&t->nf, nf, __ATOMIC_RELEASE);
 		if (t->run)
-			t->run_rc = sl_nf_run(nf, t->fn ? t->fn : handler, NULL);
+			t->run_rc = sl_nf_run(nf, t->run, NULL);
 		sl_nf_get_stats(nf, &t->st);
 		sl_nf_detach(nf);
 	}
 	return NULL;
 }
 
-static void nf_start(struct nf_thread *t, const struct fm *m, enum sl_wakeup w, int run)
+static void nf_start(struct nf_thread *t, const struct fm *m, enum sl_wakeup w, sl_handler_fn run)
 {
 	memset(t, 0, sizeof(*t));
 	sl_nf_config_default(&t->cfg);
@@ -312,7 +311,7 @@ static void test_run(enum sl_wakeup w)
 	struct sl_msg msg;
 
 	fm_listen(&m);
-	nf_start(&t, &m, w, 1);
+	nf_start(&t, &m, w, handler);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", w);
@@ -392,9 +391,7 @@ static unsigned yield_rounds(int ask, unsigned rounds)
 	yb_n = yb_pkts = 0;
 	yb_ask = ask;
 	fm_listen(&m);
-	memset(&t, 0, sizeof(t));
-	nf_start(&t, &m, SL_WAKE_POLL, 1);
-	t.fn = yield_handler; /* read by the thread only once attached, after fm_setup below */
+	nf_start(&t, &m, SL_WAKE_POLL, yield_handler);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_POLL);
@@ -442,7 +439,7 @@ static void test_stop(void)
 	struct fm m;
 	struct nf_thread t;
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_BLOCK, 1);
+	nf_start(&t, &m, SL_WAKE_BLOCK, handler);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_BLOCK);
@@ -463,7 +460,7 @@ static void test_manager_gone(enum sl_wakeup w)
 	struct fm m;
 	struct nf_thread t;
 	fm_listen(&m);
-	nf_start(&t, &m, w, 1);
+	nf_start(&t, &m, w, handler);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", w);
@@ -493,7 +490,7 @@ static void test_signal(void)
 	CHECK(sigaction(SIGTERM, &sa, NULL) == 0);
 
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_BLOCK, 1);
+	nf_start(&t, &m, SL_WAKE_BLOCK, handler);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_BLOCK);
@@ -521,14 +518,14 @@ static void test_attach_errors(void)
 	/* nobody listening */
 	fm_listen(&m);
 	fm_close(&m);
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	CHECK_EQ(pthread_join(t.th, NULL), 0);
 	CHECK_EQ(t.attach_rc, -SL_ERR_IO);
 
 	/* no HELLO: timeout */
 	fm_listen(&m);
 	attach_timeout_ms = 200;
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	attach_timeout_ms = 2000;
 	fm_accept(&m);
 	CHECK_EQ(pthread_join(t.th, NULL), 0);
@@ -537,7 +534,7 @@ static void test_attach_errors(void)
 
 	/* bad magic: the NF says why and gives up */
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	fm_accept(&m);
 	sl_msg_init(&msg, SL_MSG_HELLO);
 	msg.magic = 0xdeadbeef;
@@ -549,7 +546,7 @@ static void test_attach_errors(void)
 
 	/* refused after INIT */
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_ADAPTIVE, 0);
+	nf_start(&t, &m, SL_WAKE_ADAPTIVE, NULL);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_ADAPTIVE);
@@ -560,7 +557,7 @@ static void test_attach_errors(void)
 
 	/* ADD_REGION without its fd */
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_POLL);
@@ -575,7 +572,7 @@ static void test_attach_errors(void)
 
 	/* CONNECTED before the rings */
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_POLL);
@@ -588,7 +585,7 @@ static void test_attach_errors(void)
 
 	/* region bigger than its memfd */
 	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	fm_accept(&m);
 	fm_hello(&m);
 	fm_expect_init(&m, "test.0", SL_WAKE_POLL);
@@ -607,7 +604,7 @@ static void test_attach_errors(void)
 	/* invalid local config is refused before connecting */
 	fm_listen(&m);
 	attach_timeout_ms = 200;
-	nf_start(&t, &m, SL_WAKE_POLL, 0);
+	nf_start(&t, &m, SL_WAKE_POLL, NULL);
 	attach_timeout_ms = 2000;
 	CHECK_EQ(pthread_join(t.th, NULL), 0);
 	CHECK_EQ(t.attach_rc, 0 - SL_ERR_TIMEOUT); /* sanity: the good config does connect */
