@@ -256,6 +256,17 @@ static void nf_start(struct nf_thread *t, const struct fm *m, enum sl_wakeup w, 
 	CHECK_EQ(pthread_create(&t->th, NULL, nf_main, t), 0);
 }
 
+/* An NF thread (nf_start) taken through the whole attach by the fake manager, up to CONNECTED. */
+static void nf_connect(struct nf_thread *t, struct fm *m, enum sl_wakeup w, sl_handler_fn run)
+{
+	fm_listen(m);
+	nf_start(t, m, w, run);
+	fm_accept(m);
+	fm_hello(m);
+	fm_expect_init(m, "test.0", w);
+	fm_setup(m);
+}
+
 static struct sl_nf *nf_wait_attached(struct nf_thread *t)
 {
 	struct sl_nf *nf;
@@ -310,12 +321,7 @@ static void test_run(enum sl_wakeup w)
 	struct nf_thread t;
 	struct sl_msg msg;
 
-	fm_listen(&m);
-	nf_start(&t, &m, w, handler);
-	fm_accept(&m);
-	fm_hello(&m);
-	fm_expect_init(&m, "test.0", w);
-	fm_setup(&m);
+	nf_connect(&t, &m, w, handler);
 	fm_traffic(&m, 5000, w == SL_WAKE_POLL ? 0 : 300);
 
 	/* a bad descriptor (region not mapped, or out of range) comes back dropped */
@@ -390,12 +396,7 @@ static unsigned yield_rounds(int ask, unsigned rounds)
 	struct nf_thread t;
 	yb_n = yb_pkts = 0;
 	yb_ask = ask;
-	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_POLL, yield_handler);
-	fm_accept(&m);
-	fm_hello(&m);
-	fm_expect_init(&m, "test.0", SL_WAKE_POLL);
-	fm_setup(&m);
+	nf_connect(&t, &m, SL_WAKE_POLL, yield_handler);
 	CHECK(SLOTS == 2 * SL_BURST_MAX);
 	for (unsigned r = 0; r < rounds; r++) {
 		struct sl_desc d[SLOTS];
@@ -438,12 +439,7 @@ static void test_stop(void)
 {
 	struct fm m;
 	struct nf_thread t;
-	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_BLOCK, handler);
-	fm_accept(&m);
-	fm_hello(&m);
-	fm_expect_init(&m, "test.0", SL_WAKE_BLOCK);
-	fm_setup(&m);
+	nf_connect(&t, &m, SL_WAKE_BLOCK, handler);
 	struct sl_nf *nf = nf_wait_attached(&t);
 	while (__atomic_load_n(&m.rx->need_kick, __ATOMIC_RELAXED) == 0)
 		usleep(100); /* asleep */
@@ -459,12 +455,7 @@ static void test_manager_gone(enum sl_wakeup w)
 {
 	struct fm m;
 	struct nf_thread t;
-	fm_listen(&m);
-	nf_start(&t, &m, w, handler);
-	fm_accept(&m);
-	fm_hello(&m);
-	fm_expect_init(&m, "test.0", w);
-	fm_setup(&m);
+	nf_connect(&t, &m, w, handler);
 	nf_wait_attached(&t);
 	usleep(5000);
 	shutdown(m.cfd, SHUT_RDWR);
@@ -489,12 +480,7 @@ static void test_signal(void)
 	sigemptyset(&sa.sa_mask);
 	CHECK(sigaction(SIGTERM, &sa, NULL) == 0);
 
-	fm_listen(&m);
-	nf_start(&t, &m, SL_WAKE_BLOCK, handler);
-	fm_accept(&m);
-	fm_hello(&m);
-	fm_expect_init(&m, "test.0", SL_WAKE_BLOCK);
-	fm_setup(&m);
+	nf_connect(&t, &m, SL_WAKE_BLOCK, handler);
 	nf_wait_attached(&t);
 	while (__atomic_load_n(&m.rx->need_kick, __ATOMIC_RELAXED) == 0)
 		usleep(100);
