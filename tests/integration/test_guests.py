@@ -49,11 +49,11 @@ def test_pcap_through_process_guest_process(sluice, workdir, pipes, wakeup):  # 
         chains=[{"name": "c", "nfs": ["a", "g", "c"], "exit": "out"}],
         nfs=["a", "g", "c"], ring_size=2048, pipes=pipes)
     sluice.start(cfg)
-    sluice.start_nf("fwd", "a")
     kw = {"wakeup": wakeup}
     if wakeup == "block":
         kw["extra"] = ["--batch", "8", "--timeout-us", "200"]
-    qemu = sluice.start_guest_nf("fwd", "g", **kw)
+    qemu = sluice.start_guest_nf("fwd", "g", **kw)  # first: polling NFs would slow its (emulated) boot
+    sluice.start_nf("fwd", "a")
     sluice.start_nf("fwd", "c")
     st = sluice.stats()
     g = sluice.nf("g", st)
@@ -101,10 +101,12 @@ def test_kill_qemu_under_traffic(sluice, workdir):  # noqa: F811
                               {"name": "cf", "nfs": ["gen2", "f", "sink2"], "exit": "o2"}],
                       nfs=["gen", "g", "sink", "gen2", "f", "sink2"], ring_size=2048, pool_mbufs=32768)
     sluice.start(cfg)
+    qemu = sluice.start_guest_nf("fwd", "g")  # first: polling NFs would slow its (emulated) boot
+    # chain cf's NFs sleep when idle (adaptive), so the second boot below, under cf's traffic, does not
+    # share its CPU with three busy-polling processes
     for n in ("sink", "sink2"):
-        sluice.start_nf("sink", n)
-    sluice.start_nf("fwd", "f")
-    qemu = sluice.start_guest_nf("fwd", "g")
+        sluice.start_nf("sink", n, wakeup="adaptive" if n == "sink2" else "poll")
+    sluice.start_nf("fwd", "f", wakeup="adaptive")
     for n in ("gen", "gen2"):
         sluice.start_nf("gen", n, extra=["--rate-pps", 200000])
     sluice.ok("port_chain_set", port="src1", chain="cg")
