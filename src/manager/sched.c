@@ -23,11 +23,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +62,7 @@ static struct {
 	uint32_t poked;       /* atomic: a poke is pending (one eventfd write per pass) */
 	bool started, stop, boosted;
 	pthread_t thread;
+	pid_t helper_tid; /* atomic: the order helper's thread id (it places itself: never moved below) */
 	uint64_t passes, requeued; /* under lock */
 } O = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
 
@@ -174,6 +177,117 @@ static void fifo_reorder(void)
 	sched_fifo_kicked(); /* the requeue above raced with the NFs' yields: have the helper redo it */
 }
 
+/* ------------------------------------------------------------------------ */
+/* sluiced's own threads beside busy fifo NFs                                 */
+
+/* sluiced's control thread (the main lcore: control calls, NF attaches) and DPDK's control threads
+ * (interrupts: memif and vhost-user connections) are fair-scheduled. On a CPU that fifo NFs keep
+ * busy they would run only while the kernel's real-time limit pauses the NFs (50 ms of each second
+ * by default), so a control call could wait most of a second. While a fifo NF may run on their CPU
+ * they step aside to the worker lcores' CPUs, fair-scheduled beside the worker (a waking thread gets
+ * its turn there within a time slice), and go back when no fifo NF is left there. Worker threads
+ * never share a CPU with a fifo NF (fifo_refusal), and the order helper places itself. */
+#define MAX_ASIDE 64
+
+static struct {
+	struct {
+		pid_t tid;
+		cpu_set_t home;
+	} t[MAX_ASIDE];
+	unsigned n;
+	cpu_set_t homes; /* the CPUs they left */
+} A;
+
+static void cpus_str(const cpu_set_t *cs, char *buf, size_t n)
+{
+	size_t len = 0;
+	buf[0] = 0;
+	for (int c = 0; c < CPU_SETSIZE && len + 8 < n; c++)
+		if (CPU_ISSET(c, cs))
+			len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? "," : "", c);
+}
+
+/* the CPUs the fifo NFs may run on */
+static void fifo_cpus(cpu_set_t *busy)
+{
+	CPU_ZERO(busy);
+	for (uint32_t i = 0; i < M.max_nfs; i++) {
+		struct nf *nf = &M.nfs[i];
+		cpu_set_t cs;
+		if (nf->state == NF_ATTACHED && nf->sched_fifo && sched_getaffinity(nf->pid, sizeof(cs), &cs) == 0)
+			CPU_OR(busy, busy, &cs);
+	}
+}
+
+/* Move the threads of this process that may run on a CPU of `busy` to `to`; how many moved. */
+static unsigned threads_step_aside(const cpu_set_t *busy, const cpu_set_t *to)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (d == NULL)
+		return 0;
+	pid_t helper = __atomic_load_n(&O.helper_tid, __ATOMIC_ACQUIRE);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && A.n < MAX_ASIDE) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+		cpu_set_t cs, both;
+		if (tid <= 0 || tid == helper || sched_getaffinity(tid, sizeof(cs), &cs) != 0)
+			continue;
+		CPU_AND(&both, &cs, busy);
+		if (CPU_COUNT(&both) == 0 || sched_setaffinity(tid, sizeof(*to), to) != 0)
+			continue;
+		A.t[A.n].tid = tid;
+		A.t[A.n].home = cs;
+		A.n++;
+		CPU_OR(&A.homes, &A.homes, &cs);
+	}
+	closedir(d);
+	return A.n;
+}
+
+/* the twin of threads_step_aside: each moved thread back on its own CPUs (one that ended: ESRCH) */
+static void threads_go_back(void)
+{
+	for (unsigned i = 0; i < A.n; i++)
+		sched_setaffinity(A.t[i].tid, sizeof(A.t[i].home), &A.t[i].home);
+	A.n = 0;
+	CPU_ZERO(&A.homes);
+}
+
+/* After a fifo NF attached or detached: step aside from the fifo NFs' CPUs, or go back. */
+static void threads_place(void)
+{
+	cpu_set_t busy, both;
+	char b1[64], b2[64];
+	fifo_cpus(&busy);
+	if (A.n > 0) {
+		CPU_AND(&both, &busy, &A.homes);
+		if (CPU_COUNT(&both) > 0)
+			return; /* still needed (a thread created since stays where it is: attach only moves) */
+		cpus_str(&A.homes, b1, sizeof(b1));
+		LOG("nf_sched fifo: no fifo NF left on CPU %s: sluiced's %u control thread(s) back there", b1, A.n);
+		threads_go_back();
+		return;
+	}
+	cpu_set_t to;
+	CPU_ZERO(&to);
+	for (unsigned w = 0; w < M.nworkers; w++) {
+		rte_cpuset_t lc = rte_lcore_cpuset(M.workers[w].lcore);
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &lc) && !CPU_ISSET(c, &busy))
+				CPU_SET(c, &to);
+	}
+	rte_cpuset_t mc = rte_lcore_cpuset(rte_get_main_lcore());
+	CPU_AND(&both, &busy, &mc);
+	if (CPU_COUNT(&both) == 0 || CPU_COUNT(&to) == 0)
+		return; /* the main lcore's CPU is free of them (or nowhere to go: the log at attach says so) */
+	unsigned n = threads_step_aside(&busy, &to);
+	cpus_str(&both, b1, sizeof(b1));
+	cpus_str(&to, b2, sizeof(b2));
+	LOG("nf_sched fifo: fifo NFs may keep CPU %s busy, where sluiced's control thread (main lcore) runs: "
+	    "it and sluiced's other fair-scheduled threads there (%u in all) move to CPU %s, the workers', "
+	    "until no fifo NF is left there (to choose, name another CPU first in sluiced.lcores)", b1, n, b2);
+}
+
 void sched_nf_attached(struct nf *nf)
 {
 	nf->sched_fifo = false;
@@ -189,12 +303,7 @@ void sched_nf_attached(struct nf *nf)
 	}
 	nf->sched_fifo = true;
 	fifo_reorder();
-	/* allowed, but the operator should know: sluiced's control thread is fair-scheduled */
-	int cpu = lcore_cpu_in(rte_get_main_lcore(), &cs);
-	if (cpu >= 0)
-		LOG("nf %s: SCHED_FIFO on CPU %d, which sluiced's control thread (main lcore) shares: while "
-		    "the fifo NFs keep it busy, control calls wait for the kernel's real-time limit to pause "
-		    "them (pin them to other CPUs, or name another CPU first in sluiced.lcores)", nf->name, cpu);
+	threads_place();
 }
 
 /* the twin of sched_nf_attached: an NF that lives on after detaching is fair-scheduled again
@@ -207,6 +316,7 @@ void sched_nf_detached(struct nf *nf)
 	struct sched_param fair = { 0 };
 	sched_setscheduler(nf->pid, SCHED_OTHER, &fair);
 	fifo_reorder(); /* out of the helper's list before its rings go */
+	threads_place();
 }
 
 void sched_chains_changed(void)
@@ -293,6 +403,7 @@ static void order_pass(void)
 static void *order_main(void *arg)
 {
 	(void)arg;
+	__atomic_store_n(&O.helper_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	uint64_t last = 0, gap = REPAIR_GAP_US;
 	while (!__atomic_load_n(&O.stop, __ATOMIC_ACQUIRE)) {
 		uint64_t v;
@@ -367,6 +478,8 @@ int sched_start(void)
 /* the twin of sched_start (after the workers stopped: nothing pokes any more) */
 void sched_stop(void)
 {
+	if (A.n > 0) /* every NF detached first (main.c): nothing left to step aside from */
+		threads_go_back();
 	if (O.started) {
 		__atomic_store_n(&O.stop, true, __ATOMIC_RELEASE);
 		uint64_t one = 1;

@@ -18,8 +18,27 @@ CHAIN = ["a", "b", "c"]
 NF_CPU = {0}  # the worker is on lcore 1 ("lcores": "0,1")
 
 
+WORKER_CPU = {1}
+
+
 def policy(pid):
     return os.sched_getscheduler(pid) & ~os.SCHED_RESET_ON_FORK
+
+
+def thread_cpus(pid, tid):
+    return os.sched_getaffinity(tid) if os.path.isdir(f"/proc/{pid}/task/{tid}") else None
+
+
+def threads(pid):
+    """{tid: (name, CPUs)} of pid's threads."""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                out[int(t)] = (f.read().strip(), os.sched_getaffinity(int(t)))
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # ended meanwhile
+    return out
 
 
 def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
@@ -53,8 +72,9 @@ def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
     log = sluice.log()
     assert "nf loose: stays other, not SCHED_FIFO (sluiced.nf_sched): it may run on CPU 1, worker 0's" in log
     assert "nf jailed: stays other, not SCHED_FIFO (sluiced.nf_sched): it is in domain jail" in log
-    for n in CHAIN:  # sluiced's main lcore is on CPU 0 too ("lcores": "0,1")
-        assert f"nf {n}: SCHED_FIFO on CPU 0, which sluiced's control thread (main lcore) shares" in log, n
+    # sluiced's main lcore is on CPU 0 too ("lcores": "0,1"): its control thread stepped aside
+    assert "fifo NFs may keep CPU 0 busy, where sluiced's control thread (main lcore) runs" in log, log
+    assert thread_cpus(sluice.pid, sluice.pid) == WORKER_CPU
 
     sluice.ok("port_chain_set", port="in", chain="c")
     total = sum(map(len, raws))
@@ -80,3 +100,45 @@ def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
     finally:
         procs["a"].send_signal(signal.SIGCONT)
 
+
+
+def test_control_thread_steps_aside_from_fifo_nfs(sluice, workdir):  # noqa: F811
+    """While fifo NFs may run on the main lcore's CPU, sluiced's fair-scheduled threads there (the
+    control thread, DPDK's interrupt thread) move to the worker's CPU, where the NFs cannot starve
+    them; once the last such NF detaches they go back, and an NF elsewhere moves nothing."""
+    cfg = base_config(ports=[{"name": "p0", "vdev": "net_null0"}], chains=[], nfs=["a", "b", "off"],
+                      nf_sched="fifo")
+    sluice.start(cfg)
+    before = threads(sluice.pid)
+    on_nf_cpu = {t for t, (_, cpus) in before.items() if cpus & NF_CPU}
+    assert sluice.pid in on_nf_cpu, before  # the main lcore's thread: the control loop
+    assert any(name.startswith("eal-intr") for t, (name, _) in before.items() if t in on_nf_cpu), before
+    helper = next(t for t, (name, _) in before.items() if name == "sluiced-order")
+
+    kw = {"wakeup": "adaptive", "batch": 8, "timeout_us": 200}
+    procs = {n: sluice.start_nf("fwd", n, cpus=NF_CPU, **kw) for n in ("a", "b")}
+    assert all(policy(p.pid) == os.SCHED_FIFO for p in procs.values())
+    moved = threads(sluice.pid)
+    for t in on_nf_cpu - {helper}:
+        assert moved[t][1] == WORKER_CPU, (moved[t], before[t])
+    log = sluice.log()
+    assert log.count("where sluiced's control thread (main lcore) runs") == 1, log  # once, at the first
+    assert sluice.ok("status")["nf_count"] == 2  # the control thread answers from its new CPU
+
+    # one of two gone: the other still runs there, so they stay aside
+    assert sluice.stop_nf("a") == 0
+    sluice.wait_gone("a")
+    assert thread_cpus(sluice.pid, sluice.pid) == WORKER_CPU
+    # the last gone: back home, and it says so
+    assert sluice.stop_nf("b") == 0
+    sluice.wait_gone("b")
+    back = threads(sluice.pid)
+    for t in on_nf_cpu - {helper}:
+        if t in back:
+            assert back[t][1] == before[t][1], (back[t], before[t])
+    assert "no fifo NF left on CPU 0: sluiced's" in sluice.log()
+
+    # an NF that is not made fifo (this one may run on the worker's CPU) moves nothing
+    off = sluice.start_nf("fwd", "off", cpus=WORKER_CPU, **kw)
+    assert policy(off.pid) == os.SCHED_OTHER
+    assert thread_cpus(sluice.pid, sluice.pid) == before[sluice.pid][1]
