@@ -21,9 +21,9 @@
  * does -- and requeues that core's awake NFs in chain order. The worker pokes it when it kicks a fifo
  * NF; it waits REPAIR_DELAY_US first, so the NF kicked has been queued (and has run) by then.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
-#include <dirent.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,7 +279,7 @@ static void threads_place(void)
 	rte_cpuset_t mc = rte_lcore_cpuset(rte_get_main_lcore());
 	CPU_AND(&both, &busy, &mc);
 	if (CPU_COUNT(&both) == 0 || CPU_COUNT(&to) == 0)
-		return; /* the main lcore's CPU is free of them (or nowhere to go: the log at attach says so) */
+		return; /* the main lcore's CPU is free of them (or no worker CPU is: fifo_refusal prevents it) */
 	unsigned n = threads_step_aside(&busy, &to);
 	cpus_str(&both, b1, sizeof(b1));
 	cpus_str(&to, b2, sizeof(b2));
