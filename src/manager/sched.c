@@ -499,9 +499,12 @@ void sched_stop(void)
 json_t *sched_stats(void)
 {
 	pthread_mutex_lock(&O.lock);
-	json_t *j = json_pack("{s:s,s:b,s:I,s:I,s:I}", "policy", M.cfg.nf_fifo ? "fifo" : "other", "order_helper",
-			      O.started && O.boosted, "fifo_nfs", (json_int_t)O.n, "order_passes",
-			      (json_int_t)O.passes, "requeued", (json_int_t)O.requeued);
+	char aside[64];
+	cpus_str(&A.homes, aside, sizeof(aside)); /* A: the control thread's own (it serves stats) */
+	json_t *j = json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:s}", "policy", M.cfg.nf_fifo ? "fifo" : "other",
+			      "order_helper", O.started && O.boosted, "fifo_nfs", (json_int_t)O.n, "order_passes",
+			      (json_int_t)O.passes, "requeued", (json_int_t)O.requeued, "threads_aside",
+			      (json_int_t)A.n, "aside_from", aside);
 	pthread_mutex_unlock(&O.lock);
 	return j;
 }

@@ -124,6 +124,8 @@ def test_control_thread_steps_aside_from_fifo_nfs(sluice, workdir):  # noqa: F81
     log = sluice.log()
     assert log.count("where sluiced's control thread (main lcore) runs") == 1, log  # once, at the first
     assert sluice.ok("status")["nf_count"] == 2  # the control thread answers from its new CPU
+    st = sluice.stats()["nf_sched"]
+    assert st["threads_aside"] == len(on_nf_cpu - {helper}) and st["aside_from"] == "0", st
 
     # one of two gone: the other still runs there, so they stay aside
     assert sluice.stop_nf("a") == 0
@@ -137,6 +139,8 @@ def test_control_thread_steps_aside_from_fifo_nfs(sluice, workdir):  # noqa: F81
         if t in back:
             assert back[t][1] == before[t][1], (back[t], before[t])
     assert "no fifo NF left on CPU 0: sluiced's" in sluice.log()
+    st = sluice.stats()["nf_sched"]
+    assert st["threads_aside"] == 0 and st["aside_from"] == "", st
 
     # an NF that is not made fifo (this one may run on the worker's CPU) moves nothing
     off = sluice.start_nf("fwd", "off", cpus=WORKER_CPU, **kw)
