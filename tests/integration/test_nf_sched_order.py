@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import base_config, sluice, wait_until, workdir  # noqa: F401
+from harness import TEST_WORKERS, base_config, sluice, wait_until, workdir  # noqa: F401
 
 NF_CPU = {0}
+# sluiced's main lcore beside the worker(s) on CPU 1 (SLUICE_TEST_WORKERS: one lcore each), off the NFs' CPU
+LCORES_OFF_NF_CPU = ",".join(["1"] * (1 + TEST_WORKERS))
 
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -73,7 +75,7 @@ def test_fifo_order_kept_after_wakeups(sluice, workdir):  # noqa: F811
                {"name": "out", "vdev": "net_null1"}],
         chains=[{"name": "c", "nfs": names, "exit": "out"}],
         nfs=names, ring_size=4096, pool_mbufs=32768, nf_sched="fifo",
-        lcores="1,1")  # sluiced's main lcore beside the worker, not starved by the NFs on CPU 0
+        lcores=LCORES_OFF_NF_CPU)  # sluiced's main lcore beside the worker, not starved by the NFs on CPU 0
     sluice.start(cfg)
     kw = {"wakeup": "adaptive", "cpus": NF_CPU}
     procs = {"sink": sluice.start_nf("sink", "sink", extra=["--action", "drop"], **kw)}
@@ -125,7 +127,7 @@ def test_fifo_nfs_let_go_of_rseq(sluice, workdir):  # noqa: F811
         ports=[{"name": "src", "vdev": "net_null0,size=64,copy=0"},
                {"name": "out", "vdev": "net_null1"}],
         chains=[{"name": "c", "nfs": names, "exit": "out"}],
-        nfs=names, nf_sched="fifo", lcores="1,1")
+        nfs=names, nf_sched="fifo", lcores=LCORES_OFF_NF_CPU)
     sluice.start(cfg)
     kw = {"wakeup": "adaptive", "cpus": NF_CPU}
     procs = {"sink": sluice.start_nf("sink", "sink", extra=["--action", "drop"], env={"SLUICE_NF_RSEQ": "kep"}, **kw),
