@@ -16,8 +16,6 @@ scapy = pytest.importorskip("scapy.all")
 
 CHAIN = ["a", "b", "c"]
 NF_CPU = {0}  # the worker is on lcore 1 ("lcores": "0,1")
-
-
 WORKER_CPU = {1}
 
 
@@ -99,7 +97,6 @@ def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
         assert policy(procs["a"].pid) == os.SCHED_OTHER
     finally:
         procs["a"].send_signal(signal.SIGCONT)
-
 
 
 def test_control_thread_steps_aside_from_fifo_nfs(sluice, workdir):  # noqa: F811
