@@ -194,8 +194,8 @@ static struct {
 		pid_t tid;
 		cpu_set_t home;
 	} t[MAX_ASIDE];
-	unsigned n;
-	cpu_set_t homes; /* the CPUs they left */
+	unsigned n;   /* threads moved */
+	unsigned nfs; /* fifo NFs that may run on the main lcore's CPU: moved while > 0 */
 } A;
 
 static void cpus_str(const cpu_set_t *cs, char *buf, size_t n)
@@ -207,24 +207,19 @@ static void cpus_str(const cpu_set_t *cs, char *buf, size_t n)
 			len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? "," : "", c);
 }
 
-/* the CPUs the fifo NFs may run on */
-static void fifo_cpus(cpu_set_t *busy)
+/* Move the threads of this process that may run on the main lcore's CPU to the workers' CPUs. */
+static void threads_step_aside(void)
 {
-	CPU_ZERO(busy);
-	for (uint32_t i = 0; i < M.max_nfs; i++) {
-		struct nf *nf = &M.nfs[i];
-		cpu_set_t cs;
-		if (nf->state == NF_ATTACHED && nf->sched_fifo && sched_getaffinity(nf->pid, sizeof(cs), &cs) == 0)
-			CPU_OR(busy, busy, &cs);
+	rte_cpuset_t from = rte_lcore_cpuset(rte_get_main_lcore());
+	cpu_set_t to;
+	CPU_ZERO(&to);
+	for (unsigned w = 0; w < M.nworkers; w++) {
+		rte_cpuset_t lc = rte_lcore_cpuset(M.workers[w].lcore);
+		CPU_OR(&to, &to, &lc); /* never a fifo NF's (fifo_refusal) */
 	}
-}
-
-/* Move the threads of this process that may run on a CPU of `busy` to `to`; how many moved. */
-static unsigned threads_step_aside(const cpu_set_t *busy, const cpu_set_t *to)
-{
 	DIR *d = opendir("/proc/self/task");
 	if (d == NULL)
-		return 0;
+		return;
 	pid_t helper = __atomic_load_n(&O.helper_tid, __ATOMIC_ACQUIRE);
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL && A.n < MAX_ASIDE) {
@@ -232,65 +227,38 @@ static unsigned threads_step_aside(const cpu_set_t *busy, const cpu_set_t *to)
 		cpu_set_t cs, both;
 		if (tid <= 0 || tid == helper || sched_getaffinity(tid, sizeof(cs), &cs) != 0)
 			continue;
-		CPU_AND(&both, &cs, busy);
-		if (CPU_COUNT(&both) == 0 || sched_setaffinity(tid, sizeof(*to), to) != 0)
+		CPU_AND(&both, &cs, &from);
+		if (CPU_COUNT(&both) == 0 || sched_setaffinity(tid, sizeof(to), &to) != 0)
 			continue;
 		A.t[A.n].tid = tid;
 		A.t[A.n].home = cs;
 		A.n++;
-		CPU_OR(&A.homes, &A.homes, &cs);
 	}
 	closedir(d);
-	return A.n;
+	char b1[64], b2[64];
+	cpus_str(&from, b1, sizeof(b1));
+	cpus_str(&to, b2, sizeof(b2));
+	LOG("nf_sched fifo: fifo NFs may keep CPU %s busy, where sluiced's control thread (main lcore) runs: "
+	    "it and sluiced's other fair-scheduled threads there (%u in all) move to CPU %s, the workers', "
+	    "until no fifo NF is left there (to choose, name another CPU first in sluiced.lcores)", b1, A.n, b2);
 }
 
 /* the twin of threads_step_aside: each moved thread back on its own CPUs (one that ended: ESRCH) */
 static void threads_go_back(void)
 {
+	rte_cpuset_t from = rte_lcore_cpuset(rte_get_main_lcore());
+	char b[64];
+	cpus_str(&from, b, sizeof(b));
+	LOG("nf_sched fifo: no fifo NF left on CPU %s: sluiced's %u control thread(s) back there", b, A.n);
 	for (unsigned i = 0; i < A.n; i++)
 		sched_setaffinity(A.t[i].tid, sizeof(A.t[i].home), &A.t[i].home);
 	A.n = 0;
-	CPU_ZERO(&A.homes);
-}
-
-/* After a fifo NF attached or detached: step aside from the fifo NFs' CPUs, or go back. */
-static void threads_place(void)
-{
-	cpu_set_t busy, both;
-	char b1[64], b2[64];
-	fifo_cpus(&busy);
-	if (A.n > 0) {
-		CPU_AND(&both, &busy, &A.homes);
-		if (CPU_COUNT(&both) > 0)
-			return; /* still needed (a thread created since stays where it is: attach only moves) */
-		cpus_str(&A.homes, b1, sizeof(b1));
-		LOG("nf_sched fifo: no fifo NF left on CPU %s: sluiced's %u control thread(s) back there", b1, A.n);
-		threads_go_back();
-		return;
-	}
-	cpu_set_t to;
-	CPU_ZERO(&to);
-	for (unsigned w = 0; w < M.nworkers; w++) {
-		rte_cpuset_t lc = rte_lcore_cpuset(M.workers[w].lcore);
-		for (int c = 0; c < CPU_SETSIZE; c++)
-			if (CPU_ISSET(c, &lc) && !CPU_ISSET(c, &busy))
-				CPU_SET(c, &to);
-	}
-	rte_cpuset_t mc = rte_lcore_cpuset(rte_get_main_lcore());
-	CPU_AND(&both, &busy, &mc);
-	if (CPU_COUNT(&both) == 0 || CPU_COUNT(&to) == 0)
-		return; /* the main lcore's CPU is free of them (or no worker CPU is: fifo_refusal prevents it) */
-	unsigned n = threads_step_aside(&busy, &to);
-	cpus_str(&both, b1, sizeof(b1));
-	cpus_str(&to, b2, sizeof(b2));
-	LOG("nf_sched fifo: fifo NFs may keep CPU %s busy, where sluiced's control thread (main lcore) runs: "
-	    "it and sluiced's other fair-scheduled threads there (%u in all) move to CPU %s, the workers', "
-	    "until no fifo NF is left there (to choose, name another CPU first in sluiced.lcores)", b1, n, b2);
 }
 
 void sched_nf_attached(struct nf *nf)
 {
 	nf->sched_fifo = false;
+	nf->fifo_on_main = false;
 	if (!M.cfg.nf_fifo)
 		return;
 	char why[160];
@@ -303,7 +271,10 @@ void sched_nf_attached(struct nf *nf)
 	}
 	nf->sched_fifo = true;
 	fifo_reorder();
-	threads_place();
+	/* on the main lcore's CPU it would hold up sluiced's control thread: that steps aside */
+	nf->fifo_on_main = lcore_cpu_in(rte_get_main_lcore(), &cs) >= 0;
+	if (nf->fifo_on_main && A.nfs++ == 0)
+		threads_step_aside();
 }
 
 /* the twin of sched_nf_attached: an NF that lives on after detaching is fair-scheduled again
@@ -316,7 +287,11 @@ void sched_nf_detached(struct nf *nf)
 	struct sched_param fair = { 0 };
 	sched_setscheduler(nf->pid, SCHED_OTHER, &fair);
 	fifo_reorder(); /* out of the helper's list before its rings go */
-	threads_place();
+	if (nf->fifo_on_main) {
+		nf->fifo_on_main = false;
+		if (--A.nfs == 0)
+			threads_go_back();
+	}
 }
 
 void sched_chains_changed(void)
@@ -478,8 +453,6 @@ int sched_start(void)
 /* the twin of sched_start (after the workers stopped: nothing pokes any more) */
 void sched_stop(void)
 {
-	if (A.n > 0) /* every NF detached first (main.c): nothing left to step aside from */
-		threads_go_back();
 	if (O.started) {
 		__atomic_store_n(&O.stop, true, __ATOMIC_RELEASE);
 		uint64_t one = 1;
@@ -499,8 +472,11 @@ void sched_stop(void)
 json_t *sched_stats(void)
 {
 	pthread_mutex_lock(&O.lock);
-	char aside[64];
-	cpus_str(&A.homes, aside, sizeof(aside)); /* A: the control thread's own (it serves stats) */
+	char aside[64] = ""; /* A: the control thread's own (it serves stats) */
+	if (A.n > 0) {
+		rte_cpuset_t from = rte_lcore_cpuset(rte_get_main_lcore());
+		cpus_str(&from, aside, sizeof(aside));
+	}
 	json_t *j = json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:s}", "policy", M.cfg.nf_fifo ? "fifo" : "other",
 			      "order_helper", O.started && O.boosted, "fifo_nfs", (json_int_t)O.n, "order_passes",
 			      (json_int_t)O.passes, "requeued", (json_int_t)O.requeued, "threads_aside",

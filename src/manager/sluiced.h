@@ -284,6 +284,7 @@ struct nf {
 	uid_t uid;
 	int guest;            /* 0: a process; g + 1: the NF of guest slot g (guest.c) */
 	bool sched_fifo;      /* sluiced.nf_sched fifo applies to it (sched.c) */
+	bool fifo_on_main;    /* ... and it may run on the main lcore's CPU (sched.c: threads step aside) */
 	bool doorbell;        /* a guest NF that rings and sleeps (INIT SL_INIT_F_DOORBELL) */
 	uint8_t wakeup;
 	uint32_t batch, timeout_us;
