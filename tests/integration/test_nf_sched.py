@@ -23,10 +23,6 @@ def policy(pid):
     return os.sched_getscheduler(pid) & ~os.SCHED_RESET_ON_FORK
 
 
-def thread_cpus(pid, tid):
-    return os.sched_getaffinity(tid) if os.path.isdir(f"/proc/{pid}/task/{tid}") else None
-
-
 def threads(pid):
     """{tid: (name, CPUs)} of pid's threads."""
     out = {}
@@ -72,7 +68,7 @@ def test_fifo_chain_on_one_core(sluice, workdir):  # noqa: F811
     assert "nf jailed: stays other, not SCHED_FIFO (sluiced.nf_sched): it is in domain jail" in log
     # sluiced's main lcore is on CPU 0 too ("lcores": "0,1"): its control thread stepped aside
     assert "fifo NFs may keep CPU 0 busy, where sluiced's control thread (main lcore) runs" in log, log
-    assert thread_cpus(sluice.pid, sluice.pid) == WORKER_CPU
+    assert os.sched_getaffinity(sluice.pid) == WORKER_CPU
 
     sluice.ok("port_chain_set", port="in", chain="c")
     total = sum(map(len, raws))
@@ -127,7 +123,7 @@ def test_control_thread_steps_aside_from_fifo_nfs(sluice, workdir):  # noqa: F81
     # one of two gone: the other still runs there, so they stay aside
     assert sluice.stop_nf("a") == 0
     sluice.wait_gone("a")
-    assert thread_cpus(sluice.pid, sluice.pid) == WORKER_CPU
+    assert os.sched_getaffinity(sluice.pid) == WORKER_CPU
     # the last gone: back home, and it says so
     assert sluice.stop_nf("b") == 0
     sluice.wait_gone("b")
@@ -142,4 +138,4 @@ def test_control_thread_steps_aside_from_fifo_nfs(sluice, workdir):  # noqa: F81
     # an NF that is not made fifo (this one may run on the worker's CPU) moves nothing
     off = sluice.start_nf("fwd", "off", cpus=WORKER_CPU, **kw)
     assert policy(off.pid) == os.SCHED_OTHER
-    assert thread_cpus(sluice.pid, sluice.pid) == before[sluice.pid][1]
+    assert os.sched_getaffinity(sluice.pid) == before[sluice.pid][1]
