@@ -50,6 +50,7 @@ enum sl_err {
 	SL_ERR_TIMEOUT = 14,    /* attach did not complete in time */
 	SL_ERR_MAP = 15,        /* mmap of a region or ring failed */
 	SL_ERR_RING = 16,       /* ring protocol violation: an index moved backwards or past the ring */
+	SL_ERR_RESTART = 17,    /* the manager restarts: attach again to the new one (docs/abi.md "Restarts") */
 	SL_ERR__COUNT
 };
 

@@ -62,6 +62,10 @@ struct sl_nf_config {
 	enum sl_sandbox sandbox;    /* SLUICE_NF_SANDBOX: none | strict, default none */
 	char token[SL_TOKEN_MAX + 1]; /* the service's attach token (SLUICE_NF_TOKEN), "" = none; sent in
 	                               * INIT (docs/abi.md "Service tokens") */
+	uint32_t reattach_ms;       /* > 0: when sluiced goes away (killed, or restarting), sl_nf_run keeps
+	                             * the NF and attaches again to the next sluiced on the same socket,
+	                             * trying this long (SLUICE_NF_REATTACH_MS; docs/abi.md "Restarts").
+	                             * 0 (default): sl_nf_run returns -SL_ERR_IO / -SL_ERR_RESTART */
 };
 
 /* A packet as the handler sees it. Only the accessors below should touch it. */
@@ -77,7 +81,7 @@ typedef void (*sl_handler_fn)(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n,
 void sl_nf_config_default(struct sl_nf_config *cfg);
 
 /* Override cfg from SLUICE_* environment variables (SLUICE_NF_SOCKET, _NAME, _SERVICE, _WAKEUP,
- * _BATCH, _TIMEOUT_US, _SPIN_US, _FD, _SANDBOX, _TOKEN). Returns 0 or -SL_ERR_FIELD (an unparsable value;
+ * _BATCH, _TIMEOUT_US, _SPIN_US, _FD, _SANDBOX, _TOKEN, _REATTACH_MS). Returns 0 or -SL_ERR_FIELD (an unparsable value;
  * the variable is named on stderr). */
 int sl_nf_config_from_env(struct sl_nf_config *cfg);
 
@@ -89,6 +93,11 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out);
 /* Run the receive loop, calling handler per batch, until sl_nf_stop(),
  * SIGINT/SIGTERM, or manager disconnect. Returns 0 on a requested stop or
  * signal, -SL_ERR_IO / -code when the manager went away or disconnected us.
+ * With cfg.reattach_ms > 0 a manager that vanished or restarts (-SL_ERR_IO, -SL_ERR_RESTART) is
+ * not the end: the loop attaches again (same name, service and token; new regions and rings; the
+ * handler, its arg and the pointers sl_nf_counter gave stay valid) and goes on; it returns the
+ * code only if no sluiced took it back within reattach_ms, or if the NF cannot re-attach (a
+ * strict-sandboxed or guest NF: docs/abi.md "Restarts").
  * With cfg.sandbox SL_SANDBOX_STRICT the first call installs the seccomp filter (every thread of
  * the process, for good) before the loop starts; -SL_ERR_PERM (reason on stderr) if it cannot.
  * In a thread sluiced made real-time (sluiced.nf_sched fifo) it unregisters the thread's rseq area
@@ -133,6 +142,8 @@ uint64_t *sl_nf_counter(struct sl_nf *nf, const char *name);
 /* Counters kept by the SDK for this NF. */
 struct sl_nf_stats {
 	uint64_t rx_pkts, tx_pkts, batches, sleeps, wakeups;
+	uint64_t reattaches;       /* times the NF attached again to a restarted sluiced */
+	uint64_t restart_lost;     /* descriptors in its rings when sluiced went away (lost with it) */
 };
 void sl_nf_get_stats(const struct sl_nf *nf, struct sl_nf_stats *st);
 

@@ -15,6 +15,7 @@ While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/sup
 (the same framing as sluiced's control socket), for `sluice nf scale`:
 
     {"cmd": "nfs"}                                  -> {"ok", "nfs": [slot...], "removed": [...]}
+    {"cmd": "restart"}                              -> {"ok", "pid", "old_pid", "seconds"}
     {"cmd": "scale", "service": S, "instances": N,  -> {"ok", "service", "instances",
      "drain_timeout": seconds (optional)}               "start": [names], "drain": [names],
                                                         "removed_after": seq}
@@ -22,6 +23,13 @@ While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/sup
 `removed` lists finished removals {"seq", "name", "service", "result", "held"}; the ones of a scale
 request have seq > its removed_after. result: drained, drain timeout, exited while draining, not
 running.
+
+sluiced restarts (docs/architecture.md "Restarts"): when sluiced dies, or on `restart` (sluice restart:
+sluiced's `shutdown` with restart true, which first lets the NFs hand back what they hold), the
+supervisor starts a new sluiced with the same config.json, sockets and tokens, and `--resume
+runtime.json` (the chains, rules, services and ports sluiced says were changed at runtime); the NFs
+keep running and attach again by themselves (SLUICE_NF_REATTACH_MS). A sluiced that dies
+SLUICED_RESTARTS_MAX times within SLUICED_RESTART_WINDOW seconds is not restarted again: everything stops.
 
 Scaling down drains a replica (sluiced's `nf_drain`: no new packets, what it holds comes back)
 and stops it only once it holds nothing (`queued` and `lent` 0), or when drain_timeout expires.
@@ -55,6 +63,9 @@ POLL = 0.1
 DRAIN_TIMEOUT = 10.0     # default limit for a replica to hand back what it holds (s)
 MAX_INSTANCES = 1024     # replicas per service (sluiced's SL_MAX_INSTANCES)
 REMOVED_KEEP = 64        # finished removals remembered for `nfs` (the CLI's progress)
+REATTACH_MS = 30000      # an NF waits this long for a restarted sluiced before it gives up (SDK)
+SLUICED_RESTARTS_MAX = 5  # sluiced deaths within SLUICED_RESTART_WINDOW before the supervisor gives up
+SLUICED_RESTART_WINDOW = 60.0
 
 _PR_SET_PDEATHSIG = 1
 
@@ -479,6 +490,9 @@ class Supervisor:
         self.sluiced = None
         self.sluiced_starttime = None
         self.sluiced_log = os.path.join(self.log_dir, "sluiced.log")
+        self.runtime_path = os.path.join(self.socket_dir, "runtime.json")  # written by sluiced
+        self.sluiced_restarts = 0
+        self.sluiced_deaths = []   # monotonic times of unplanned sluiced exits (the give-up window)
         self._sluiced_log_off = 0
         self.slots = []
         self.removed = []     # [{"seq", "name", "service", "result", "held"}], newest last
@@ -523,7 +537,8 @@ class Supervisor:
 
     def prepare_dir(self):
         os.makedirs(self.log_dir, exist_ok=True)
-        for p in (self.ctl, self.nf_sock):
+        # runtime.json: changes made at runtime by an earlier `sluice up`; this one starts from the config
+        for p in (self.ctl, self.nf_sock, self.runtime_path):
             try:
                 os.unlink(p)
             except FileNotFoundError:
@@ -549,7 +564,8 @@ class Supervisor:
         st = {
             "supervisor": {"pid": os.getpid(), "starttime": proc_starttime(os.getpid())},
             "sluiced": {"pid": self.sluiced.pid if self.sluiced else None,
-                        "starttime": self.sluiced_starttime, "binary": self.sluiced_bin},
+                        "starttime": self.sluiced_starttime, "binary": self.sluiced_bin,
+                        "restarts": self.sluiced_restarts},
             "socket_dir": self.socket_dir,
             "config": self.config_path,
             "started_at": self.started_wall,
@@ -562,8 +578,10 @@ class Supervisor:
             log(f"warning: cannot write {state_path(self.socket_dir)}: {e.strerror}")
 
     # -- sluiced
-    def start_sluiced(self):
+    def start_sluiced(self, resume=False):
         argv = [self.sluiced_bin, "--config", self.json_path, "--socket-dir", self.socket_dir]
+        if resume:
+            argv += ["--resume", self.runtime_path]
         if self.log_level is not None:
             argv += ["--log-level", str(self.log_level)]
         with open(self.sluiced_log, "ab") as lf:
@@ -614,6 +632,7 @@ class Supervisor:
             "SLUICE_NF_BATCH": str(nf["batch"]),
             "SLUICE_NF_TIMEOUT_US": str(nf["timeout_us"]),
             "SLUICE_NF_SPIN_US": str(nf["spin_us"]),
+            "SLUICE_NF_REATTACH_MS": str(REATTACH_MS),  # survive a sluiced restart (docs/abi.md "Restarts")
         })
         for var in ("SLUICE_NF_FD", "SLUICE_NF_SANDBOX"):  # only a strict slot's start() sets them
             env.pop(var, None)
@@ -852,13 +871,18 @@ class Supervisor:
         cmd = req.get("cmd")
         if cmd == "nfs":
             return {"ok": True, "nfs": [s.to_state() for s in self.slots], "removed": self.removed}
+        if cmd == "restart":
+            try:
+                return dict(ok=True, **self.restart_sluiced(planned=True))
+            except SupervisorError as e:
+                return {"ok": False, "error": str(e)}
         if cmd == "scale":
             try:
                 return dict(ok=True, **self.scale(req.get("service"), req.get("instances"),
                                                   req.get("drain_timeout", DRAIN_TIMEOUT)))
             except SupervisorError as e:
                 return {"ok": False, "error": str(e)}
-        return {"ok": False, "error": f"unknown command {cmd!r} (known: nfs, scale)"}
+        return {"ok": False, "error": f"unknown command {cmd!r} (known: nfs, scale, restart)"}
 
     def scale(self, service, instances, drain_timeout):
         """Start or drain replicas so `service` has `instances` of them. Returns what it started and
@@ -1023,14 +1047,65 @@ class Supervisor:
                 + (f"socket service on {self.stack_sock}; " if self.stackd_bin else "")
                 + f"control {self.ctl}; logs in {self.log_dir}")
 
+    # -- sluiced restarts (docs/architecture.md "Restarts")
+    def restart_sluiced(self, planned):
+        """Start a new sluiced on the same config, sockets and tokens, resuming the runtime state.
+        planned: ask the running one to stop for a restart first (its NFs hand back what they hold).
+        Returns {"pid", "old_pid", "seconds"}; raises SupervisorError if the new one does not come up."""
+        t0 = time.monotonic()
+        old = self.sluiced
+        if planned and old is not None and old.poll() is None:
+            log(f"restarting sluiced (pid {old.pid}): planned")
+            try:
+                with Client(self.ctl, timeout=2.0) as c:
+                    c.call("shutdown", restart=True)
+            except SluiceError as e:
+                log(f"restart request failed ({e}); sending SIGTERM")
+                old.send_signal(signal.SIGTERM)
+            _wait_or_kill(old, SLUICED_STOP_GRACE, "sluiced")
+            log(f"old sluiced {describe_status(old.returncode)}")
+        # a killed sluiced leaves its socket files: the new one must not be mistaken for it
+        for p in (self.ctl, self.nf_sock):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        self.start_sluiced(resume=True)
+        try:
+            st = self.wait_sluiced_ready()
+        except SupervisorError as e:
+            raise SupervisorError(f"restart: {e}") from None
+        self.sluiced_restarts += 1
+        secs = time.monotonic() - t0
+        log(f"sluiced restarted (pid {self.sluiced.pid}, was {old.pid if old else '-'}) in {secs:.2f}s "
+            f"({st.get('mbufs', '?')} mbufs); the NFs attach again by themselves")
+        self.write_state()
+        return {"pid": self.sluiced.pid, "old_pid": old.pid if old else None, "seconds": round(secs, 3)}
+
+    def sluiced_died(self, src):
+        """sluiced exited without being asked: restart it (returns True), or give up (False) if it
+        keeps dying."""
+        log(f"sluiced (pid {self.sluiced.pid}) {describe_status(src)}; its last output:\n"
+            + _indent(self.sluiced_output(20) or "(nothing)"))
+        now = time.monotonic()
+        self.sluiced_deaths = [t for t in self.sluiced_deaths if now - t < SLUICED_RESTART_WINDOW] + [now]
+        if len(self.sluiced_deaths) > SLUICED_RESTARTS_MAX:
+            log(f"sluiced died {len(self.sluiced_deaths)} times within {SLUICED_RESTART_WINDOW:g}s; "
+                "not restarting it again: stopping everything")
+            return False
+        try:
+            self.restart_sluiced(planned=False)
+        except SupervisorError as e:
+            log(f"{e}; stopping everything")
+            return False
+        return True
+
     def loop(self):
-        """Supervise until a stop signal or sluiced's death. Returns an exit code."""
+        """Supervise until a stop signal, or until sluiced cannot be restarted. Returns an exit code."""
         rc = 0
         while not self.stopping:
             src = self.sluiced.poll()
-            if src is not None:
-                log(f"sluiced (pid {self.sluiced.pid}) {describe_status(src)}; its last output:\n"
-                    + _indent(self.sluiced_output(20) or "(nothing)"))
+            if src is not None and not self.sluiced_died(src):
                 rc = 1
                 break
             self.supervise_nfs()

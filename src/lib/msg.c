@@ -128,6 +128,7 @@ const char *sl_strerror(int err)
 		[SL_ERR_TIMEOUT] = "attach timed out",
 		[SL_ERR_MAP] = "cannot map shared memory",
 		[SL_ERR_RING] = "ring protocol violation",
+		[SL_ERR_RESTART] = "manager restarting",
 	};
 	/* accept SDK return values (negated codes) as well */
 	if (err < 0 && err > -SL_ERR__COUNT)

@@ -89,6 +89,13 @@ struct sl_nf {
 	struct sl_guest_devs gdev;
 	struct sl_nf_config cfg;
 	struct sl_nf_stats stats;
+	/* re-attach (docs/abi.md "Restarts"): the last connection's TX ring map stays mapped until the
+	 * next one is mapped over it (MAP_FIXED), so the info page, and the counter pointers the NF holds,
+	 * keep their address; its counters wait in saved[] meanwhile */
+	void *old_tx_map;
+	size_t old_tx_map_size;
+	struct sl_counter *saved;
+	uint32_t nsaved;
 	struct sl_region region[SL_REGIONS];
 };
 
@@ -267,6 +274,19 @@ static int add_region(struct sl_nf *nf, const struct sl_msg_add_region *r, int f
 	return err;
 }
 
+/* Map a ring memfd. The TX ring of a re-attach goes where the last connection's was, if it is as
+ * large (same ring size: the same config), so the info page inside it keeps its address. */
+static void *map_ring(struct sl_nf *nf, unsigned dir, size_t size, int fd)
+{
+	if (dir == SL_RING_TX && nf->old_tx_map != NULL && nf->old_tx_map_size == size) {
+		void *p = mmap(nf->old_tx_map, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+		if (p != MAP_FAILED)
+			nf->old_tx_map = NULL; /* replaced in place: nothing left to unmap */
+		return p;
+	}
+	return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
 /* ADD_RING: map the ring memfd (fds[0]) and keep the eventfd (fds[1]). */
 static int add_ring(struct sl_nf *nf, const struct sl_msg_add_ring *r, int *fds)
 {
@@ -278,8 +298,7 @@ static int add_ring(struct sl_nf *nf, const struct sl_msg_add_ring *r, int *fds)
 		err = SL_ERR_ORDER; /* second ring of the same direction */
 	else if (r->map_size > SIZE_MAX || !fd_size_at_least(fds[0], r->map_size))
 		err = SL_ERR_MAP;
-	else if ((p = mmap(NULL, (size_t)r->map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   fds[0], 0)) == MAP_FAILED)
+	else if ((p = map_ring(nf, dir, (size_t)r->map_size, fds[0])) == MAP_FAILED)
 		err = SL_ERR_MAP;
 	else {
 		struct sl_ring *ring = (struct sl_ring *)((uint8_t *)p + r->offset);
@@ -363,11 +382,14 @@ static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
 	return nf;
 }
 
-/* Teardown twin of attach: releases whatever attach got so far. */
-static void nf_free(struct sl_nf *nf)
+/* Teardown twin of the handshake: lets go of one connection (socket, eventfds, rings, pipes,
+ * regions) and leaves nf ready for another. keep_tx: leave the TX ring mapped as old_tx_map, for
+ * the next connection's TX ring to replace in place (re-attach). */
+static void conn_undo(struct sl_nf *nf, int keep_tx)
 {
 	if (nf->sock >= 0)
 		close(nf->sock);
+	nf->sock = -1;
 	if (nf->guest)
 		nf->gdev.port_fd = -1; /* that was nf->sock */
 	sl__guest_close(&nf->gdev);
@@ -377,14 +399,38 @@ static void nf_free(struct sl_nf *nf)
 		close(nf->rx_efd);
 	if (nf->tx_efd >= 0)
 		close(nf->tx_efd);
-	for (int d = 0; d < 2; d++)
-		if (nf->ring_map[d] != NULL)
+	nf->bell_efd = nf->rx_efd = nf->tx_efd = -1;
+	for (int d = 0; d < 2; d++) {
+		if (nf->ring_map[d] == NULL)
+			continue;
+		if (d == SL_RING_TX && keep_tx && nf->old_tx_map == NULL) {
+			nf->old_tx_map = nf->ring_map[d];
+			nf->old_tx_map_size = nf->ring_map_size[d];
+		} else
 			munmap(nf->ring_map[d], nf->ring_map_size[d]);
+		nf->ring_map[d] = NULL;
+	}
+	nf->rx = nf->tx = NULL;
+	nf->info = NULL;
 	if (nf->pipe_map != NULL)
 		munmap(nf->pipe_map, nf->pipe_map_size);
+	nf->pipe_map = NULL;
+	nf->pipe_out = nf->pipe_in = NULL;
+	nf->pipe_epoch = nf->pipe_cons = nf->pipe_fence = 0;
+	nf->pipe_fence_ok = 0;
 	for (int i = 0; i < SL_REGIONS; i++)
 		if (nf->region[i].base != NULL)
 			munmap(nf->region[i].base, nf->region[i].size);
+	memset(nf->region, 0, sizeof(nf->region));
+}
+
+/* Teardown twin of attach: releases whatever attach got so far. */
+static void nf_free(struct sl_nf *nf)
+{
+	conn_undo(nf, 0);
+	if (nf->old_tx_map != NULL)
+		munmap(nf->old_tx_map, nf->old_tx_map_size);
+	free(nf->saved);
 	free(nf);
 }
 
@@ -530,6 +576,18 @@ rejected:
 	return err;
 }
 
+/* Connect to cfg.socket_path and attach. Returns SL_OK or an enum sl_err (SL_ERR_IO with errno set
+ * when the socket cannot be reached). */
+static int conn_open(struct sl_nf *nf, uint64_t deadline)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, nf->cfg.socket_path, strlen(nf->cfg.socket_path) + 1); /* length checked at attach */
+	if ((nf->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    connect(nf->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return SL_ERR_IO;
+	return handshake(nf, deadline);
+}
+
 /* An inherited attach socket (cfg.sock_fd): close-on-exec from now on, and it must be a UNIX stream
  * socket. Returns 0, or -1 with errno set. */
 static int take_sock_fd(int fd)
@@ -565,8 +623,6 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 			close(fd);
 		return -SL_ERR_FIELD; /* bad socket path, sandbox, name, service, wakeup, batch or timeout */
 	}
-	if (fd < 0)
-		memcpy(sa.sun_path, cfg->socket_path, strlen(cfg->socket_path) + 1);
 
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + (uint64_t)cfg->attach_timeout_ms * 1000000ull;
 	struct sl_nf *nf = nf_alloc(cfg);
@@ -596,12 +652,8 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 			err = handshake(nf, deadline);
 			saved_errno = errno;
 		}
-	} else if ((nf->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-		   connect(nf->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		saved_errno = errno;
-		err = SL_ERR_IO;
 	} else {
-		err = handshake(nf, deadline);
+		err = conn_open(nf, deadline);
 		saved_errno = errno;
 	}
 	if (err != SL_OK) {
@@ -924,6 +976,118 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 	return rc != 0 ? -rc : (int)n;
 }
 
+/* ------------------------------------------------------------------------ */
+/* re-attach (docs/abi.md "Restarts")                                          */
+
+#define SL_REATTACH_BACKOFF_MIN_NS 10000000ull  /* first retry after 10 ms ... */
+#define SL_REATTACH_BACKOFF_MAX_NS 200000000ull /* ... doubling up to 200 ms */
+
+/* Descriptors in a ring its consumer had not taken (0 for a corrupt one). */
+static uint64_t ring_backlog(const struct sl_ring *r)
+{
+	if (r == NULL)
+		return 0;
+	uint32_t n = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE) - __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+	return n <= r->size ? n : 0;
+}
+
+/* Keep the NF's counters (names and values, in registration order) across a re-attach. */
+static void counters_save(struct sl_nf *nf)
+{
+	nf->nsaved = 0;
+	if (nf->info == NULL)
+		return;
+	uint32_t used = __atomic_load_n(&nf->info->counters_used, __ATOMIC_ACQUIRE);
+	if (used == 0 || used > SL_COUNTERS_MAX)
+		return;
+	if (nf->saved == NULL && (nf->saved = calloc(SL_COUNTERS_MAX, sizeof(*nf->saved))) == NULL)
+		return;
+	memcpy(nf->saved, nf->info->counter, used * sizeof(*nf->saved));
+	nf->nsaved = used;
+}
+
+/* ... and write them into the new info page, at the same indices. Returns 0, or -1 if the page
+ * moved (another ring size: the old page stays mapped so the NF's counter pointers stay valid,
+ * but what it counts there from now on is not reported). */
+static int counters_restore(struct sl_nf *nf, const void *old_info)
+{
+	if (nf->info == NULL || nf->nsaved == 0)
+		return 0;
+	memcpy(nf->info->counter, nf->saved, nf->nsaved * sizeof(*nf->saved));
+	__atomic_store_n(&nf->info->counters_used, nf->nsaved, __ATOMIC_RELEASE);
+	return (const void *)nf->info == old_info ? 0 : -1;
+}
+
+/* sluiced went away (code SL_ERR_IO) or is restarting (SL_ERR_RESTART): count what was in flight,
+ * let go of the old connection, and attach to the next sluiced on the same socket with a bounded
+ * back-off, until cfg.reattach_ms has passed. Returns 0 once attached again (or when asked to
+ * stop meanwhile), else the code sl_nf_run returns. */
+static int reattach(struct sl_nf *nf, int code)
+{
+	if (nf->cfg.reattach_ms == 0 || (code != SL_ERR_IO && code != SL_ERR_RESTART))
+		return code;
+	if (nf->guest || nf->cfg.sock_fd >= 0 || nf->sandboxed) {
+		/* a guest's memory is QEMU's ivshmem devices of the old sluiced; a strict NF may neither
+		 * connect nor map: both end here and are restarted by the supervisor */
+		fprintf(stderr, "sluice-nf: %s: sluiced went away (%s); a %s NF cannot attach again by itself\n",
+			nf->cfg.name, sl_strerror(code), nf->guest ? "guest" : "sandboxed");
+		return code;
+	}
+	uint64_t lost = ring_backlog(nf->rx) + ring_backlog(nf->tx);
+	const void *old_info = nf->info;
+	counters_save(nf);
+	fprintf(stderr, "sluice-nf: %s: sluiced %s; %llu packets in flight lost with it; attaching again "
+		"(for up to %u ms)\n", nf->cfg.name, code == SL_ERR_RESTART ? "is restarting" : "went away (I/O error)",
+		(unsigned long long)lost, nf->cfg.reattach_ms);
+	conn_undo(nf, 1);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC), end = t0 + (uint64_t)nf->cfg.reattach_ms * 1000000ull;
+	uint64_t backoff = SL_REATTACH_BACKOFF_MIN_NS;
+	unsigned attempts = 0;
+	int err = code;
+	while (!stopping(nf)) {
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		uint64_t deadline = now + (uint64_t)nf->cfg.attach_timeout_ms * 1000000ull;
+		attempts++;
+		err = conn_open(nf, deadline < end ? deadline : end);
+		if (err == SL_OK)
+			break;
+		conn_undo(nf, 1);
+		/* not there yet (no socket, refused, closed, slow to answer) or still the old one going:
+		 * wait; anything else is a refusal from the new sluiced and final */
+		if (err != SL_ERR_IO && err != SL_ERR_TIMEOUT && err != SL_ERR_RESTART && err != SL_ERR_SHUTDOWN &&
+		    err != SL_ERR_NAME) {
+			fprintf(stderr, "sluice-nf: %s: the new sluiced refused the NF: %s\n", nf->cfg.name,
+				sl_strerror(err));
+			return err;
+		}
+		now = now_ns(CLOCK_MONOTONIC);
+		if (now >= end) {
+			fprintf(stderr, "sluice-nf: %s: no sluiced took the NF back within %u ms (%u attempts, last: %s)\n",
+				nf->cfg.name, nf->cfg.reattach_ms, attempts, sl_strerror(err));
+			return code;
+		}
+		uint64_t nap = backoff < end - now ? backoff : end - now;
+		struct timespec ts = { .tv_sec = (time_t)(nap / 1000000000ull), .tv_nsec = (long)(nap % 1000000000ull) };
+		nanosleep(&ts, NULL); /* a stop signal cuts it short */
+		backoff = backoff * 2 < SL_REATTACH_BACKOFF_MAX_NS ? backoff * 2 : SL_REATTACH_BACKOFF_MAX_NS;
+	}
+	if (err != SL_OK)
+		return 0; /* asked to stop while waiting */
+	nf->stats.reattaches++;
+	nf->stats.restart_lost += lost;
+	int moved = counters_restore(nf, old_info);
+	uint64_t *c;
+	if ((c = sl_nf_counter(nf, "sdk.reattaches")) != NULL)
+		*c = nf->stats.reattaches;
+	if ((c = sl_nf_counter(nf, "sdk.restart_lost")) != NULL)
+		*c = nf->stats.restart_lost;
+	fprintf(stderr, "sluice-nf: %s: attached again to sluiced (nf id %u) after %.2f s, %u attempt%s%s\n",
+		nf->cfg.name, nf->nf_id, (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9, attempts,
+		attempts == 1 ? "" : "s",
+		moved ? "; its ring size changed: counters registered before are no longer reported" : "");
+	return 0;
+}
+
 int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 {
 	struct sigaction sa, old_int, old_term;
@@ -982,6 +1146,11 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 		int n = burst(nf, handler, arg);
 		if (n < 0) {
 			rc = n;
+			if (reattach(nf, -rc) == 0) {
+				rc = 0;
+				empty = busy = 0;
+				continue;
+			}
 			break;
 		}
 		if (n > 0) {
@@ -1024,8 +1193,13 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 				}
 			}
 		}
-		if (rc != 0)
-			break;
+		if (rc != 0) {
+			int r = reattach(nf, -rc);
+			rc = -r;
+			if (r != 0)
+				break;
+			empty = busy = 0;
+		}
 	}
 
 	/* a requested stop is consumed, so the loop can be run again */
@@ -1194,7 +1368,8 @@ int sl_nf_config_from_env(struct sl_nf_config *cfg)
 	    env_name("SLUICE_NF_SERVICE", cfg->service, sizeof(cfg->service)) < 0 ||
 	    env_u32("SLUICE_NF_BATCH", 1, 65536, &cfg->batch) < 0 ||
 	    env_u32("SLUICE_NF_TIMEOUT_US", 0, 10000000, &cfg->timeout_us) < 0 ||
-	    env_u32("SLUICE_NF_SPIN_US", 0, 10000000, &cfg->spin_us) < 0)
+	    env_u32("SLUICE_NF_SPIN_US", 0, 10000000, &cfg->spin_us) < 0 ||
+	    env_u32("SLUICE_NF_REATTACH_MS", 0, 86400000, &cfg->reattach_ms) < 0)
 		rc = -SL_ERR_FIELD;
 	return rc;
 }

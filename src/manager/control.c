@@ -732,7 +732,7 @@ static json_t *cmd_test_hook(json_t *req)
 	return json_pack("{s:b,s:I}", "ok", 1, "buf", (json_int_t)c.result);
 }
 
-static json_t *dispatch(json_t *req, bool *shutdown)
+static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 {
 	if (!json_is_object(req))
 		return error("request must be a JSON object");
@@ -818,12 +818,170 @@ static json_t *dispatch(json_t *req, bool *shutdown)
 	if (!strcmp(c, "guests"))
 		return ok_with("guests", guest_list());
 	if (!strcmp(c, "shutdown")) {
+		json_t *r = json_object_get(req, "restart");
+		if (r && !json_is_boolean(r))
+			return error("shutdown: field 'restart': must be true or false");
 		*shutdown = true;
+		M.restart = r && json_is_true(r);
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
 		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, "
 		     "guests, guest_prepare, guest_release, shutdown)", c);
+}
+
+/* ---- runtime state (docs/architecture.md "Restarts") ---- */
+
+#define RUNTIME_VERSION 1
+
+/* Commands whose effect a restarted sluiced must keep. */
+static bool is_change(const char *c)
+{
+	static const char *const changes[] = { "chain_set", "port_chain_set", "service_set", "rule_add", "rule_del",
+					       "rules_set", "port_add", "port_del", NULL };
+	for (unsigned i = 0; changes[i]; i++)
+		if (!strcmp(c, changes[i]))
+			return true;
+	return false;
+}
+
+static json_t *dispatch(json_t *req, bool *shutdown)
+{
+	json_t *resp = dispatch_cmd(req, shutdown);
+	json_t *cmd = json_is_object(req) ? json_object_get(req, "cmd") : NULL;
+	if (!M.replaying && json_is_true(json_object_get(resp, "ok")) && json_is_string(cmd) &&
+	    is_change(json_string_value(cmd)))
+		ctl_runtime_save();
+	return resp;
+}
+
+/* The state: services (in id order: NFs name them by id), chains (in id order), ports, rules. */
+static json_t *runtime_state(void)
+{
+	json_t *svcs = json_array(), *chains = j_chains(), *ports = json_array(), *rules = json_array();
+	for (uint32_t i = 0; i < M.nservices; i++)
+		json_array_append_new(svcs, json_pack("{s:s,s:s}", "name", M.services[i].name, "policy",
+						      svc_policy_names[M.services[i].policy]));
+	for (unsigned i = 0; i < M.nports; i++) {
+		json_t *p = j_port(i), *keep = json_object();
+		static const char *const keys[] = { "id", "name", "vdev", "chain", NULL };
+		for (unsigned k = 0; keys[k]; k++)
+			json_object_set(keep, keys[k], json_object_get(p, keys[k]));
+		json_decref(p);
+		json_array_append_new(ports, keep);
+	}
+	const struct rule **order = rules_sorted(M.rules, M.nrules);
+	for (unsigned i = 0; order && i < M.nrules; i++) {
+		json_t *r = rule_json(order[i]);
+		json_object_del(r, "hits");
+		json_array_append_new(rules, r);
+	}
+	free(order);
+	return json_pack("{s:i,s:o,s:o,s:o,s:o}", "version", RUNTIME_VERSION, "services", svcs, "chains", chains,
+			 "ports", ports, "rules", rules);
+}
+
+int ctl_runtime_save(void)
+{
+	char path[160], tmp[168];
+	snprintf(path, sizeof(path), "%s/runtime.json", M.sock_dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	json_t *st = runtime_state();
+	int rc = json_dump_file(st, tmp, JSON_COMPACT);
+	json_decref(st);
+	if (rc == 0 && rename(tmp, path) == 0)
+		return 0;
+	LOG("control: cannot write %s: %s (a restart would not keep the latest change)", path, strerror(errno));
+	unlink(tmp);
+	return -1;
+}
+
+/* One replayed step: a control request; a failure is logged and counted. */
+static unsigned replay_step(json_t *req, const char *what)
+{
+	bool shutdown = false;
+	json_t *resp = dispatch_cmd(req, &shutdown);
+	unsigned failed = 0;
+	if (!json_is_true(json_object_get(resp, "ok"))) {
+		json_t *e = json_object_get(resp, "error");
+		LOG("resume: %s: %s", what, json_is_string(e) ? json_string_value(e) : "failed");
+		failed = 1;
+	}
+	json_decref(resp);
+	json_decref(req);
+	return failed;
+}
+
+static bool port_in(json_t *ports, const char *name)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(ports, i, p)
+		if (json_is_string(json_object_get(p, "name")) && !strcmp(json_string_value(json_object_get(p, "name")), name))
+			return true;
+	return false;
+}
+
+int ctl_runtime_replay(const char *path, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *st = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!st) {
+		snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+		return -1;
+	}
+	json_t *svcs = json_object_get(st, "services"), *chains = json_object_get(st, "chains"),
+	       *ports = json_object_get(st, "ports"), *rules = json_object_get(st, "rules");
+	if (json_integer_value(json_object_get(st, "version")) != RUNTIME_VERSION || !json_is_array(svcs) ||
+	    !json_is_array(chains) || !json_is_array(ports) || !json_is_array(rules)) {
+		snprintf(err, errlen, "%s: not a sluiced runtime state (version %d)", path, RUNTIME_VERSION);
+		json_decref(st);
+		return -1;
+	}
+	M.replaying = true;
+	unsigned failed = 0;
+	size_t i;
+	json_t *v;
+	/* services first, in id order: the ids NFs use for SL_ACT_TO_NF stay what they were */
+	json_array_foreach(svcs, i, v) {
+		json_t *n = json_object_get(v, "name");
+		if (!json_is_string(n) || service_get_or_create(json_string_value(n)) != (int)i) {
+			LOG("resume: services[%zu]: does not get id %zu back", i, i);
+			failed++;
+		}
+	}
+	/* ports added since (at their old ids), then chains, ingress chains and rules, then the ports
+	 * removed since (nothing refers to them any more) */
+	json_array_foreach(ports, i, v) {
+		json_t *n = json_object_get(v, "name");
+		if (json_is_string(n) && port_lookup(json_string_value(n)) < 0)
+			failed += replay_step(json_pack("{s:s,s:O,s:O,s:O}", "cmd", "port_add", "name", n, "vdev",
+							json_object_get(v, "vdev"), "id", json_object_get(v, "id")),
+					      "ports: port_add");
+	}
+	json_array_foreach(chains, i, v)
+		failed += replay_step(json_pack("{s:s,s:O,s:O,s:O}", "cmd", "chain_set", "name", json_object_get(v, "name"),
+						"nfs", json_object_get(v, "nfs"), "exit", json_object_get(v, "exit")),
+				      "chains: chain_set");
+	json_array_foreach(ports, i, v)
+		failed += replay_step(json_pack("{s:s,s:O,s:O}", "cmd", "port_chain_set", "port", json_object_get(v, "name"),
+						"chain", json_object_get(v, "chain")),
+				      "ports: port_chain_set");
+	failed += replay_step(json_pack("{s:s,s:O}", "cmd", "rules_set", "rules", rules), "rules: rules_set");
+	for (unsigned p = M.nports; p-- > 0;)
+		if (!port_in(ports, M.ports[p].name))
+			failed += replay_step(json_pack("{s:s,s:s}", "cmd", "port_del", "name", M.ports[p].name),
+					      "ports: port_del");
+	json_array_foreach(svcs, i, v)
+		failed += replay_step(json_pack("{s:s,s:O,s:O}", "cmd", "service_set", "name", json_object_get(v, "name"),
+						"policy", json_object_get(v, "policy")),
+				      "services: service_set");
+	M.replaying = false;
+	LOG("resume: %zu services, %zu chains, %zu ports, %zu rules from %s (%u steps failed)", json_array_size(svcs),
+	    json_array_size(chains), json_array_size(ports), json_array_size(rules), path, failed);
+	json_decref(st);
+	ctl_runtime_save(); /* the state as it now is */
+	return (int)failed;
 }
 
 static int reply(struct ctl_conn *c, json_t *resp)

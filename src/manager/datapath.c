@@ -1910,7 +1910,9 @@ int worker_main(void *arg)
 		const struct steer *sr = M.steer;
 		if (M.nworkers > 1)
 			work += inbox_drain();
-		for (uint16_t pi = 0; pi < M.nports; pi++) {
+		/* a planned restart pauses the ports (main.c quiesce): what waits there meets the next sluiced */
+		const uint16_t nrx = likely(!M.rx_paused) ? M.nports : 0;
+		for (uint16_t pi = 0; pi < nrx; pi++) {
 			int32_t c = rt->port_chain[pi];
 			if ((c < 0 && !sr->poll_port[pi]) || M.ports[pi].worker != W->index)
 				continue; /* TX-only port (not polled), or another worker's */

@@ -2,7 +2,7 @@
  *
  * sluiced: start-up, the control loop on the main lcore, and shutdown.
  *
- *   sluiced --config FILE.json [--socket-dir DIR] [--log-level N]
+ *   sluiced --config FILE.json [--socket-dir DIR] [--log-level N] [--resume RUNTIME.json]
  *
  * Set-up order (and the reverse on the way out): config -> EAL -> packet
  * region + pool -> ports -> registry (services, routes) -> rules -> sockets -> worker.
@@ -48,7 +48,7 @@ static bool socket_in_use(const char *path)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sluiced --config FILE.json [--socket-dir DIR] [--log-level N]\n"
+	fprintf(f, "usage: sluiced --config FILE.json [--socket-dir DIR] [--log-level N] [--resume FILE]\n"
 		   "\n"
 		   "The Sluice manager: owns the ports and the packet memory, moves packet descriptors\n"
 		   "between ports and NF processes. Normally started by `sluice up CONFIG.yaml`.\n"
@@ -56,6 +56,8 @@ static void usage(FILE *f)
 		   "  --config FILE      JSON configuration (see docs/architecture.md)\n"
 		   "  --socket-dir DIR   where nf.sock and ctl.sock are created (default /run/sluice)\n"
 		   "  --log-level N      DPDK log level 1..8 (default 4, warnings)\n"
+		   "  --resume FILE      after start-up, replay the runtime state a previous sluiced wrote\n"
+		   "                     (DIR/runtime.json: chains, rules, services, ports changed at runtime)\n"
 		   "  --test-hooks       enable debug-only control commands (test_hook; tests only)\n");
 }
 
@@ -163,6 +165,28 @@ static void control_loop(void)
 	}
 }
 
+#define QUIESCE_MS 500
+
+/* A planned restart loses less: the ports are no longer read, and what the NFs hold goes on its way
+ * (out of a port, or dropped by an NF) before they are told to attach again; at most QUIESCE_MS. */
+static void quiesce(void)
+{
+	__atomic_store_n(&M.rx_paused, true, __ATOMIC_RELEASE);
+	uint64_t t0 = now_ms(), held = 0;
+	do {
+		held = 0;
+		for (uint32_t i = 0; i < M.max_nfs; i++)
+			if (M.nfs[i].state == NF_ATTACHED)
+				held += M.nfs[i].lent;
+		if (held == 0)
+			break;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 1000000 };
+		nanosleep(&ts, NULL);
+	} while (now_ms() - t0 < QUIESCE_MS);
+	LOG("restart: ports paused; NFs %s after %llu ms", held ? "still hold packets" : "hold nothing",
+	    (unsigned long long)(now_ms() - t0));
+}
+
 static int epoll_add(int fd, enum ep_kind kind)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)kind << 32 };
@@ -171,11 +195,12 @@ static int epoll_add(int fd, enum ep_kind kind)
 
 int main(int argc, char **argv)
 {
-	const char *config_path = NULL, *sock_dir = "/run/sluice", *log_level = "4";
+	const char *config_path = NULL, *sock_dir = "/run/sluice", *log_level = "4", *resume = NULL;
 	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
 					      { "socket-dir", required_argument, 0, 's' },
 					      { "log-level", required_argument, 0, 'l' },
 					      { "test-hooks", no_argument, 0, 'T' },
+					      { "resume", required_argument, 0, 'r' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	int o;
@@ -185,6 +210,7 @@ int main(int argc, char **argv)
 		case 's': sock_dir = optarg; break;
 		case 'l': log_level = optarg; break;
 		case 'T': M.test_hooks = true; break;
+		case 'r': resume = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -322,14 +348,28 @@ int main(int argc, char **argv)
 
 	if (sched_start() < 0 || worker_launch() < 0)
 		goto out;
+	/* a restart: what the control API changed before it, before any NF or client is served */
+	if (resume && access(resume, F_OK) == 0 && ctl_runtime_replay(resume, err, sizeof(err)) < 0)
+		LOG("resume: %s; starting from the config alone", err);
+	else if (resume && access(resume, F_OK) != 0)
+		LOG("resume: no %s (nothing was changed at runtime); starting from the config", resume);
 	LOG("nf socket %s, control socket %s", M.nf_sock_path, M.ctl_sock_path);
 	LOG("ready");
 	control_loop();
 	rc = 0;
+	if (M.restart) {
+		quiesce();
+		/* NFs told to attach again must not reach this sluiced's socket while it goes: they wait
+		 * (refused) for the next one */
+		close(M.nf_listen);
+		unlink(M.nf_sock_path);
+		M.nf_listen = -1;
+	}
 out:
 	/* Teardown: the reverse of set-up. */
 	for (uint32_t i = 0; M.nfs && i < M.max_nfs; i++)
-		nf_detach(&M.nfs[i], SL_ERR_SHUTDOWN, "sluiced is shutting down");
+		nf_detach(&M.nfs[i], M.restart ? SL_ERR_RESTART : SL_ERR_SHUTDOWN,
+			  M.restart ? "sluiced is restarting: attach again" : "sluiced is shutting down");
 	worker_stop();
 	sched_stop();
 	guest_release_all();

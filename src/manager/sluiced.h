@@ -672,6 +672,9 @@ struct manager {
 	volatile bool worker_running;
 	uint32_t pause_epoch;       /* WCMD_PAUSE (nf = this epoch): paused workers wait until it moves on */
 	volatile bool stop;
+	bool restart;               /* shutdown for a restart: NFs are told SL_ERR_RESTART (control API) */
+	volatile bool rx_paused;    /* the workers leave the ports alone (a planned restart's quiesce) */
+	bool replaying;             /* --resume: changes are being replayed, the runtime file stays as is */
 	bool test_hooks;            /* --test-hooks: debug-only control commands (docs/api.md) */
 	/* authorisation and quotas (docs/api.md "Violations") */
 	struct { uint64_t unknown_service, bad_token; } attach_refused; /* violations.attach (control thread) */
@@ -781,6 +784,13 @@ void nf_detach(struct nf *nf, uint32_t code, const char *reason);
 
 /* control.c */
 int ctl_listen(void);
+/* Write the runtime state (what the control API changed: services, chains, ports, rules) to
+ * <socket dir>/runtime.json, atomically. Returns 0 or -1 (logged). */
+int ctl_runtime_save(void);
+/* Replay a runtime.json written by a previous sluiced (--resume): every step through the control
+ * API's own commands. Returns the number of steps that failed (each logged), or -1 if the file is
+ * unreadable or not a runtime state (err says why). */
+int ctl_runtime_replay(const char *path, char *err, size_t errlen);
 void ctl_accept(void);
 void ctl_event(void *conn, uint32_t events);
 void ctl_close_all(void);

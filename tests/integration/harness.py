@@ -49,7 +49,7 @@ SL_MSG_SIZE = 128
 SL_MSG = {"HELLO": 1, "INIT": 2, "ADD_REGION": 3, "ADD_RING": 4, "CONNECTED": 5, "DISCONNECT": 6}
 SL_ERR = {"OK": 0, "MAGIC": 1, "VERSION": 2, "TRUNCATED": 3, "TYPE": 4, "ORDER": 5, "FIELD": 6,
           "FDS": 7, "PERM": 8, "NOMEM": 9, "LIMIT": 10, "SHUTDOWN": 11, "IO": 12, "NAME": 13,
-          "TIMEOUT": 14, "MAP": 15, "RING": 16}
+          "TIMEOUT": 14, "MAP": 15, "RING": 16, "RESTART": 17}
 
 
 def require_env():

@@ -7,7 +7,7 @@ import sys
 from .. import config as sconfig
 from ..client import socket_dir_default
 from ..fmt import drops_str, duration, human_bytes, human_count, table
-from .common import EXIT_OK, EXIT_USAGE, add_common, client_for, die, load_config_or_exit, print_json_raw, sub
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, add_common, client_for, die, load_config_or_exit, print_json_raw, sub
 
 
 def cmd_up(args):
@@ -27,6 +27,44 @@ def cmd_up(args):
 def cmd_down(args):
     from ..supervisor import stop_running
     return stop_running(args.socket_dir or socket_dir_default(), timeout=args.wait)
+
+
+def cmd_restart(args):
+    import time
+    from .nf import supervisor_client
+    from ..client import ApiError, SluiceError
+    sd = os.path.abspath(args.socket_dir or socket_dir_default())
+    t0 = time.monotonic()
+    try:
+        with supervisor_client(sd, timeout=args.wait) as sup:
+            if not args.json:
+                print("restarting sluiced (the NFs keep running and attach again) ...", flush=True)
+            r = sup.call("restart")
+    except ApiError as e:
+        return die(f"supervisor: {e}")
+    except SluiceError as e:
+        return die(str(e))
+    if args.json:
+        print(json.dumps(r))
+        return EXIT_OK
+    # the NFs re-attach by themselves: wait until sluiced lists every NF the supervisor runs
+    from ..supervisor import read_state
+    want = {n["name"] for n in (read_state(sd) or {}).get("nfs", [])
+            if n.get("state") == "running" and n.get("kind") not in ("guest", "stack")}
+    missing = want
+    while time.monotonic() - t0 < args.wait:
+        try:
+            with client_for(args) as c:
+                missing = want - {n.get("name") for n in c.nfs()}
+        except SluiceError:
+            pass
+        if not missing:
+            break
+        time.sleep(0.1)
+    print(f"sluiced restarted: pid {r.get('old_pid')} -> {r.get('pid')} in {r.get('seconds')} s; "
+          + (f"{len(want)} NF(s) attached again after {time.monotonic() - t0:.2f} s" if not missing else
+             f"still waiting for {', '.join(sorted(missing))} (see their logs)"))
+    return EXIT_OK if not missing else EXIT_FAIL
 
 
 def cmd_status(args):
@@ -120,6 +158,25 @@ def register(subs):
     s.add_argument("--wait", type=float, default=20.0, metavar="S",
                    help="seconds to wait for the supervisor to finish (default 20)")
     s.set_defaults(func=cmd_down)
+
+    s = sub(subs, "restart", "restart sluiced in place; the NFs keep running, with their state",
+            "sluice restart\nsluice restart --json     # the supervisor's answer: pid, old_pid, seconds",
+            description="Ask the supervisor of `sluice up` for a planned restart of sluiced (an upgrade of the "
+                        "binary, say): sluiced stops reading its ports, lets the NFs hand back what they hold "
+                        "(at most 0.5 s), tells them to attach again and exits; the supervisor starts a new "
+                        "sluiced on the same config, sockets and tokens, which first replays what was changed "
+                        "at runtime (chains, rules, services, ports: <socket-dir>/runtime.json). NF processes "
+                        "keep running, with their state, and attach again by themselves; the command waits "
+                        "until they have. Flow-table entries start empty. Guest NFs and sandboxed NFs cannot "
+                        "re-attach and are restarted (docs/architecture.md \"Restarts\").")
+    s.add_argument("--socket-dir", metavar="DIR", default=None,
+                   help="sluiced socket directory (default: $SLUICE_SOCKET_DIR or /run/sluice)")
+    s.add_argument("--wait", type=float, default=30.0, metavar="S",
+                   help="seconds to wait for the restart and the NFs (default 30)")
+    s.add_argument("--json", action="store_true", help="print the supervisor's answer as JSON")
+    s.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for each answer from the new sluiced (default 5)")
+    s.set_defaults(func=cmd_restart)
 
     s = sub(subs, "status", "show sluiced's status and the attached NFs",
             "sluice status\nsluice status --json     # the `status` response of the control API")
