@@ -609,15 +609,45 @@ def test_down_kills_stopped_nf(up, run_sluice, socket_dir):
     assert "ignored SIGTERM for 3s; killing it" in (socket_dir / "logs" / "supervisor.log").read_text()
 
 
-def test_sluiced_death_stops_supervisor(up, socket_dir):
+def test_sluiced_death_restarts_it_and_the_nf_attaches_again(up, socket_dir):
+    """docs/architecture.md "Restarts": a killed sluiced is started again; the NF process stays."""
     assert up(FWD).returncode == 0
     st = _state(socket_dir)
+    nf_pid = st["nfs"][0]["pid"]
     os.kill(st["sluiced"]["pid"], signal.SIGKILL)
-    assert _wait(lambda: _procs_of(socket_dir) == [], 10), _procs_of(socket_dir)
+
+    def back():
+        sd = _state(socket_dir)["sluiced"]
+        if sd["pid"] == st["sluiced"]["pid"]:
+            return False
+        try:
+            nfs = _api(socket_dir, "nfs")["nfs"]
+        except Exception:  # noqa: BLE001 - not answering yet
+            return False
+        return [n["pid"] for n in nfs] == [nf_pid]
+    assert _wait(back, 15), _state(socket_dir)
+    assert _state(socket_dir)["sluiced"]["restarts"] == 1 and _state(socket_dir)["nfs"][0]["pid"] == nf_pid
+    assert _wait(lambda: _dst_tx(_api(socket_dir, "stats")) > 0, 5)  # traffic flows again
     log = (socket_dir / "logs" / "supervisor.log").read_text()
-    assert f"sluiced (pid {st['sluiced']['pid']}) killed by SIGKILL" in log
+    assert f"sluiced (pid {st['sluiced']['pid']}) killed by SIGKILL" in log and "sluiced restarted" in log
+
+
+def test_sluiced_that_keeps_dying_stops_everything(up, socket_dir):
+    """More than 5 deaths within a minute: the supervisor gives up and stops everything."""
+    from sluice.supervisor import SLUICED_RESTARTS_MAX
+    assert up(FWD).returncode == 0
+    first = _state(socket_dir)
+    for i in range(SLUICED_RESTARTS_MAX + 1):
+        pid = _state(socket_dir)["sluiced"]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        if i < SLUICED_RESTARTS_MAX:
+            assert _wait(lambda: _state(socket_dir)["sluiced"]["pid"] != pid and
+                         _state(socket_dir)["sluiced"]["restarts"] == i + 1, 15), i
+    assert _wait(lambda: _procs_of(socket_dir) == [], 15), _procs_of(socket_dir)
+    log = (socket_dir / "logs" / "supervisor.log").read_text()
+    assert f"sluiced died {SLUICED_RESTARTS_MAX + 1} times within 60s; not restarting it again" in log
     assert "supervisor exiting (1)" in log
-    assert not (socket_dir / "state.json").exists()
+    assert not (socket_dir / "state.json").exists() and not _alive(first["nfs"][0]["pid"])
 
 
 def test_supervisor_death_takes_children_along(up, run_sluice, socket_dir):
