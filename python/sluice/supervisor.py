@@ -16,6 +16,8 @@ While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/sup
 
     {"cmd": "nfs"}                                  -> {"ok", "nfs": [slot...], "removed": [...]}
     {"cmd": "restart"}                              -> {"ok", "pid", "old_pid", "seconds"}
+    {"cmd": "reload", "path": FILE, "dry_run": B}   -> {"ok", "plan": {"steps", "refused"}, "applied": [...],
+                                                        "dry_run"}  (python/sluice/reload.py)
     {"cmd": "scale", "service": S, "instances": N,  -> {"ok", "service", "instances",
      "drain_timeout": seconds (optional)}               "start": [names], "drain": [names],
                                                         "removed_after": seq}
@@ -51,6 +53,7 @@ from .cgroups import CgroupError, CpuWeights
 
 from . import config as sconfig
 from . import guests
+from . import reload as sreload
 from . import sandbox
 from .client import Client, SluiceError
 
@@ -484,6 +487,7 @@ class Supervisor:
         self.log_level = log_level
         self.ready_timeout = ready_timeout
         self.attach_timeout = attach_timeout
+        self.build_dir_arg = os.path.abspath(build_dir) if build_dir else None  # -d chdirs to /
         self.sluiced_bin, self.builtins = find_binaries(cfg, build_dir)
         # the build tree sluiced came from: guest NFs boot its guest/ image (docs/guests.md)
         self.build_dir = os.path.dirname(os.path.dirname(os.path.dirname(self.sluiced_bin)))
@@ -876,13 +880,18 @@ class Supervisor:
                 return dict(ok=True, **self.restart_sluiced(planned=True))
             except SupervisorError as e:
                 return {"ok": False, "error": str(e)}
+        if cmd == "reload":
+            try:
+                return dict(ok=True, **self.reload(req.get("path"), bool(req.get("dry_run"))))
+            except SupervisorError as e:
+                return {"ok": False, "error": str(e)}
         if cmd == "scale":
             try:
                 return dict(ok=True, **self.scale(req.get("service"), req.get("instances"),
                                                   req.get("drain_timeout", DRAIN_TIMEOUT)))
             except SupervisorError as e:
                 return {"ok": False, "error": str(e)}
-        return {"ok": False, "error": f"unknown command {cmd!r} (known: nfs, scale, restart)"}
+        return {"ok": False, "error": f"unknown command {cmd!r} (known: nfs, scale, restart, reload)"}
 
     def scale(self, service, instances, drain_timeout):
         """Start or drain replicas so `service` has `instances` of them. Returns what it started and
@@ -939,6 +948,105 @@ class Supervisor:
             f"drain {', '.join(draining) or '-'}")
         return {"service": service, "instances": instances, "start": started, "drain": draining,
                 "removed_after": since}
+
+    # -- sluice reload (python/sluice/reload.py; docs/architecture.md "Reload")
+    def reload(self, path, dry_run):
+        """Plan the change from the running deployment to the config in `path`, and apply it unless
+        dry_run or refused. Returns {"plan", "applied", "dry_run"}; raises SupervisorError when the file
+        does not validate (nothing changed) or a step fails (the steps before it stay applied)."""
+        if not isinstance(path, str) or not path:
+            raise SupervisorError("reload: field 'path': the config file to load")
+        try:
+            new = sconfig.load_file(path)
+        except sconfig.ConfigError as e:
+            raise SupervisorError(f"reload: {e}; nothing was changed") from None
+        except OSError as e:
+            raise SupervisorError(f"reload: cannot read {path}: {e.strerror}; nothing was changed") from None
+        try:
+            with Client(self.ctl, timeout=5.0) as c:
+                live = {"ports": c.call("ports")["ports"], "chains": c.call("chains")["chains"],
+                        "rules": c.call("rules")["rules"], "services": c.call("stats")["services"]}
+        except SluiceError as e:
+            raise SupervisorError(f"reload: cannot read sluiced's state: {e}; nothing was changed") from None
+        plan = sreload.plan(self.cfg, new, live)
+        out = {"plan": plan.to_json(), "applied": [], "dry_run": dry_run}
+        if plan.refused or dry_run or not plan.steps:
+            if plan.refused:
+                log(f"reload {path}: refused ({len(plan.refused)} reason(s)); nothing was changed")
+            return out
+        try:
+            _, builtins = find_binaries(new, self.build_dir_arg)
+        except SupervisorError as e:
+            raise SupervisorError(f"reload: {e}; nothing was changed") from None
+        self.builtins.update(builtins)
+        log(f"reload {path}: {len(plan.steps)} step(s)")
+        for i, step in enumerate(plan.steps):
+            try:
+                self._reload_step(step)
+            except (SluiceError, SupervisorError, OSError) as e:
+                done = "; ".join(out["applied"]) or "nothing"
+                raise SupervisorError(f"reload: step {i + 1} ({step['text']}) failed: {e}; applied before it: "
+                                      f"{done}; the steps after it were not applied") from None
+            out["applied"].append(step["text"])
+            log(f"reload: {step['text']}")
+        # the new config is the deployment's from now on: a sluiced restart starts from it
+        self.cfg = new
+        self.config_path = os.path.abspath(path)
+        fd = os.open(self.json_path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(sconfig.to_sluiced_json(new, socket_dir=self.socket_dir, tokens=self.tokens))
+        os.replace(self.json_path + ".tmp", self.json_path)
+        self.write_state()
+        return out
+
+    def _cfg_nf(self, nf):
+        """Put the new definition of a service into the running config (in place of the old one)."""
+        for i, o in enumerate(self.cfg["nfs"]):
+            if o["name"] == nf["name"]:
+                self.cfg["nfs"][i] = dict(nf, instances=o["instances"])
+                return self.cfg["nfs"][i]
+        raise SupervisorError(f"unknown service {nf['name']!r}")
+
+    def _wait_attached(self, names):
+        deadline = time.monotonic() + self.attach_timeout
+        while names - self.attached_names(unknown=set()):
+            if time.monotonic() > deadline:
+                raise SupervisorError(f"{', '.join(sorted(names - self.attached_names()))} did not attach within "
+                                      f"{self.attach_timeout:g}s")
+            self.supervise_nfs()
+            time.sleep(POLL)
+
+    def _reload_step(self, step):
+        kind = step["kind"]
+        if kind == "api":
+            req = dict(step["request"])
+            with Client(self.ctl, timeout=10.0) as c:
+                c.call(req.pop("cmd"), **req)
+        elif kind == "nf_replace":
+            nf = self._cfg_nf(step["nf"])
+            names = set()
+            for i, slot in enumerate(list(self.slots)):
+                if slot.service != nf["name"] or slot.state == "draining":
+                    continue
+                if slot.proc is not None and slot.proc.poll() is None:
+                    slot.proc.send_signal(signal.SIGTERM)
+                    _wait_or_kill(slot.proc, NF_STOP_GRACE, f"NF {slot.name}")
+                self.uids.release(slot.name)
+                fresh = self.make_slot(slot.name, nf)
+                fresh.restarts = slot.restarts
+                self.slots[self.slots.index(slot)] = fresh
+                self.start_slot(fresh)
+                names.add(fresh.name)
+            self._wait_attached(names)
+        elif kind == "nf_scale":
+            self._cfg_nf(step["nf"])
+            r = self.scale(step["service"], step["instances"], DRAIN_TIMEOUT)
+            self._wait_attached(set(r["start"]))
+        elif kind == "nf_remove":
+            for slot in [s for s in self.slots if s.service == step["service"]]:
+                self.begin_drain(slot, DRAIN_TIMEOUT)
+        else:
+            raise SupervisorError(f"unknown step kind {kind!r}")
 
     def begin_drain(self, slot, timeout):
         if slot.state != "running" or slot.proc is None:

@@ -67,6 +67,44 @@ def cmd_restart(args):
     return EXIT_OK if not missing else EXIT_FAIL
 
 
+def cmd_reload(args):
+    from .nf import supervisor_client
+    from ..client import ApiError, SluiceError
+    _cfg, err = load_config_or_exit(args.config)  # a file that does not validate changes nothing
+    if err:
+        print(f"config error: {err}\nnothing was changed", file=sys.stderr)
+        return EXIT_USAGE
+    sd = os.path.abspath(args.socket_dir or socket_dir_default())
+    try:
+        with supervisor_client(sd, timeout=args.wait) as sup:
+            r = sup.call("reload", path=os.path.abspath(args.config), dry_run=args.dry_run)
+    except ApiError as e:
+        return die(f"supervisor: {e}")
+    except SluiceError as e:
+        return die(str(e))
+    if args.json:
+        print(json.dumps(r))
+        return EXIT_FAIL if r["plan"]["refused"] else EXIT_OK
+    plan = r["plan"]
+    if plan["refused"]:
+        print(f"sluice reload: {args.config} cannot be applied live:", file=sys.stderr)
+        for why in plan["refused"]:
+            print(f"  - {why}", file=sys.stderr)
+        print("nothing was changed", file=sys.stderr)
+        return EXIT_FAIL
+    if not plan["steps"]:
+        print(f"{args.config}: the running deployment already matches it; nothing to do")
+        return EXIT_OK
+    print(f"plan ({len(plan['steps'])} step(s)):")
+    for i, st in enumerate(plan["steps"], 1):
+        print(f"  {i}. {st['text']}")
+    if args.dry_run:
+        print("dry run: nothing was applied")
+    else:
+        print(f"applied {len(r['applied'])} step(s); what did not change was not touched")
+    return EXIT_OK
+
+
 def cmd_status(args):
     from ..supervisor import pid_alive, read_state
     state = read_state(args.socket_dir or socket_dir_default())
@@ -177,6 +215,27 @@ def register(subs):
     s.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="seconds to wait for each answer from the new sluiced (default 5)")
     s.set_defaults(func=cmd_restart)
+
+    s = sub(subs, "reload", "apply a changed config to the running deployment, touching only what changed",
+            "sluice reload sluice.yaml --dry-run   # print the plan, change nothing\n"
+            "sluice reload sluice.yaml",
+            description="Validate CONFIG, compare it with the running deployment (sluiced's live ports, chains, "
+                        "rules and services -- runtime changes included -- and the supervisor's NFs), print the "
+                        "plan and apply it in order: ports added, NFs whose settings changed restarted, replicas "
+                        "started, chains set, ingress chains, the rules, service policies, replicas drained, "
+                        "services removed, ports removed. What cannot change live (sluiced: settings, domains, "
+                        "steering:, stack:, guests:, a port's device, a removed chain, a new service, a service's "
+                        "domain/trust/sandbox/quota/may_send/vm) is refused before anything is applied, naming "
+                        "the field; a config that does not validate changes nothing. Afterwards the new config "
+                        "is the deployment's (a sluiced restart starts from it).")
+    s.add_argument("config", metavar="CONFIG.yaml", help="the new Sluice YAML config")
+    s.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    s.add_argument("--socket-dir", metavar="DIR", default=None,
+                   help="sluiced socket directory (default: $SLUICE_SOCKET_DIR or /run/sluice)")
+    s.add_argument("--wait", type=float, default=120.0, metavar="S",
+                   help="seconds to wait for the supervisor to apply it (default 120)")
+    s.add_argument("--json", action="store_true", help="print the supervisor's answer (plan, applied) as JSON")
+    s.set_defaults(func=cmd_reload)
 
     s = sub(subs, "status", "show sluiced's status and the attached NFs",
             "sluice status\nsluice status --json     # the `status` response of the control API")
