@@ -43,6 +43,7 @@ from .cgroups import CgroupError, CpuWeights
 
 from . import config as sconfig
 from . import guests
+from . import notify
 from . import sandbox
 from .client import Client, SluiceError
 
@@ -741,11 +742,13 @@ class Supervisor:
                     f"last output:\n" + _indent(tail(slot.log_path, 5) or "(nothing)"))
                 slot.proc = None
                 slot.starttime = None
-                self._schedule_restart(slot, failed=(rc != 0), uptime=uptime)
+                again = self._schedule_restart(slot, failed=(rc != 0), uptime=uptime)
+                self.notify_status(f"NF {slot.name} {slot.describe(rc)}" + ("; restarting" if again else ""))
                 changed = True
             elif slot.state == "backoff" and slot.next_start is not None and now >= slot.next_start:
                 slot.restarts += 1
                 self.start_slot(slot)
+                self.notify_status(f"NF {slot.name} restarted (#{slot.restarts})")
                 changed = True
         if changed:
             self.write_state()
@@ -992,10 +995,12 @@ class Supervisor:
         self.write_state()
         try:
             self.open_control()
+            notify.notify(STATUS="starting sluiced")
             self.start_sluiced()
             st = self.wait_sluiced_ready()
             log(f"sluiced ready (version {st.get('version', '?')}, huge pages "
                 f"{'yes' if st.get('huge_pages') else 'no'}, {st.get('mbufs', '?')} mbufs)")
+            notify.notify(STATUS=f"sluiced ready (pid {self.sluiced.pid}); starting the NFs")
             self.make_slots()
             weighted = [i for i, nf in enumerate(self.cfg.get("nfs") or []) if nf.get("cpu_weight") is not None]
             if weighted:
@@ -1023,6 +1028,17 @@ class Supervisor:
                 + (f"socket service on {self.stack_sock}; " if self.stackd_bin else "")
                 + f"control {self.ctl}; logs in {self.log_dir}")
 
+    def notify_status(self, event=None):
+        """A STATUS= line for the service manager (python/sluice/notify.py; nothing outside systemd):
+        the running NFs, and `event` first when given."""
+        if not notify.enabled():
+            return
+        nfs = [s for s in self.slots if not isinstance(s, (VmGuestSlot, StackSlot))]
+        running = sum(1 for s in nfs if s.state == "running")
+        pid = self.sluiced.pid if self.sluiced else "-"
+        notify.notify(STATUS=(f"{event}; " if event else "")
+                      + f"sluiced pid {pid}, {running}/{len(nfs)} NF(s) running")
+
     def loop(self):
         """Supervise until a stop signal or sluiced's death. Returns an exit code."""
         rc = 0
@@ -1031,6 +1047,7 @@ class Supervisor:
             if src is not None:
                 log(f"sluiced (pid {self.sluiced.pid}) {describe_status(src)}; its last output:\n"
                     + _indent(self.sluiced_output(20) or "(nothing)"))
+                notify.notify(STATUS=f"sluiced {describe_status(src)}; stopping")
                 rc = 1
                 break
             self.supervise_nfs()
@@ -1087,6 +1104,7 @@ class Supervisor:
             except (ValueError, OSError):
                 pass
         self.stopping = True
+        notify.notify(STOPPING=1)
         self.close_control()
         self.stop_nfs()
         if self.cpu_weights is not None:
@@ -1108,6 +1126,8 @@ class Supervisor:
 def run_up(cfg, socket_dir, config_path=None, build_dir=None, log_level=None, detach=False,
            ready_timeout=20.0, attach_timeout=15.0, out=sys.stdout):
     """Implement `sluice up`. Returns the exit code."""
+    # under systemd (Type=notify): READY=1 / STOPPING=1 from here; no child inherits $NOTIFY_SOCKET
+    notify.take_socket()
     try:
         sup = Supervisor(cfg, socket_dir, config_path, build_dir, log_level, ready_timeout, attach_timeout)
         sup.check_not_running()
@@ -1127,6 +1147,7 @@ def run_up(cfg, socket_dir, config_path=None, build_dir=None, log_level=None, de
         print(f"sluice up: {e}", file=sys.stderr)
         return 1
     print(sup.summary() + ". Ctrl-C or `sluice down` stops it.", file=out, flush=True)
+    notify.ready(sup.summary())
     return sup.loop()
 
 
@@ -1189,6 +1210,7 @@ def _up_detached(sup, out):
             os.close(w)
             os._exit(1)
         log(sup.summary())
+        notify.ready(sup.summary(), forked=True)  # MAINPID=: we are not the process systemd started
         os.write(w, f"OK {sup.summary()}\n".encode())
         os.close(w)
         code = sup.loop()
