@@ -24,12 +24,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from harness import kill_procs_of, procs_of, short_tmpdir, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PY_DIR = REPO / "python"
@@ -83,57 +84,11 @@ def _env(**extra):
     return env
 
 
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _procs_of(socket_dir):
-    """Live processes started for socket_dir: the supervisor and sluiced (the dir is on their command
-    line) and the NFs (SLUICE_NF_SOCKET=<dir>/nf.sock in their environment)."""
-    sd = str(socket_dir).encode()
-    nf_env = b"SLUICE_NF_SOCKET=" + sd + b"/nf.sock"
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
-            env = Path(f"/proc/{d}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (sd in cmd or nf_env in env) and _alive(int(d)):
-            found.append(int(d))
-    return found
-
-
-def _kill_leftovers(socket_dir):
-    left = _procs_of(socket_dir)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return left
-
-
-def _wait(pred, timeout, step=0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
-
-
 @pytest.fixture
 def socket_dir():
-    d = Path(tempfile.mkdtemp(prefix="slt-svc-", dir="/tmp"))
+    d = short_tmpdir()
     yield d
-    left = _kill_leftovers(d)
+    left = kill_procs_of(d)
     shutil.rmtree(d, ignore_errors=True)
     assert not left, f"processes left running for {d}: {left}"
 
@@ -268,7 +223,7 @@ def test_up_notifies_ready_status_stopping(real_build, socket_dir, abstract):
             assert "killed by SIGKILL; restarting" in crash["STATUS"] and "2/3 NF(s) running" in crash["STATUS"]
             back = ns.wait_for(lambda m: "restarted" in m.get("STATUS", ""), 10, "STATUS= of the restart")
             assert back["STATUS"].startswith("NF fwd.0 restarted (#1)") and "3/3 NF(s) running" in back["STATUS"]
-            assert _wait(lambda: _attached(socket_dir) == NF_NAMES, 10)
+            wait_until(lambda: _attached(socket_dir) == NF_NAMES, 10, "the three NFs attached again")
 
         p.send_signal(signal.SIGTERM)
         ns.wait_for(lambda m: m.get("STOPPING") == "1", 10, "STOPPING=1", proc=p)
@@ -280,7 +235,7 @@ def test_up_notifies_ready_status_stopping(real_build, socket_dir, abstract):
         ns.close()
     assert p.returncode == 0, err
     assert "received SIGTERM, stopping" in err and "sluiced exited with status 0" in err
-    assert _wait(lambda: not _procs_of(socket_dir), 5), _procs_of(socket_dir)
+    wait_until(lambda: not procs_of(socket_dir), 5, "every process of the deployment gone")
     for name in ("ctl.sock", "nf.sock", "state.json", "supervisor.sock"):
         assert not (socket_dir / name).exists(), name
 
@@ -381,8 +336,7 @@ int main(void)
 
 def test_make_install_destdir(real_build, tmp_path):
     _need_root()
-    dest = Path(tempfile.mkdtemp(prefix="slt-svc-inst-", dir="/tmp"))
-    sd = Path(tempfile.mkdtemp(prefix="slt-svc-", dir="/tmp"))
+    dest, sd = short_tmpdir(), short_tmpdir()
     try:
         r = _make("install", f"DESTDIR={dest}", "PREFIX=/usr", f"BUILD={real_build}")
         assert r.returncode == 0, r.stdout + r.stderr
@@ -450,7 +404,7 @@ def test_make_install_destdir(real_build, tmp_path):
         left = [str(p.relative_to(dest)) for p in dest.rglob("*") if not p.is_dir()]
         assert left == [], left
     finally:
-        left = _kill_leftovers(sd)
+        left = kill_procs_of(sd)
         shutil.rmtree(dest, ignore_errors=True)
         shutil.rmtree(sd, ignore_errors=True)
     assert not left, f"processes left running: {left}"
