@@ -41,12 +41,11 @@ def _parse(value):
     return None  # e.g. vsock:CID:PORT (systemd 254+): not spoken here
 
 
-def take_socket(environ=None):
-    """Remember $NOTIFY_SOCKET and remove it from the environment (os.environ by default). Returns
-    the address (None when there is none). Later calls return what the first one found."""
+def take_socket():
+    """Remember $NOTIFY_SOCKET and remove it from os.environ. Returns the address (None when there is
+    none). Later calls return what the first one found."""
     global _addr
-    env = os.environ if environ is None else environ
-    value = env.pop("NOTIFY_SOCKET", None)
+    value = os.environ.pop("NOTIFY_SOCKET", None)
     if _addr is _UNSET:
         _addr = _parse(value)
     return _addr
