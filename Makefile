@@ -1,5 +1,6 @@
 # Sluice top-level Makefile. Every target is idempotent and works as root on a
 # fresh Debian 12:  make deps | venv | build | build-asan | hugepages | test | demo | bench | clean
+#                   | install | uninstall   (PREFIX=/usr/local, DESTDIR=)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -38,12 +39,13 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
             nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev \
             qemu-system-x86 linux-image-amd64 busybox-static cpio kmod \
-            redis-server redis-tools wrk
+            redis-server redis-tools wrk python3-yaml systemd
 
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk
 
-.PHONY: help deps bench-deps install-debs venv build build-asan guest-image hugepages test demo bench clean
+.PHONY: help deps bench-deps install-debs venv build build-asan guest-image hugepages test demo bench clean \
+        install uninstall
 
 help:
 	@echo "make deps        install Debian packages that are missing (apt-get)"
@@ -56,6 +58,8 @@ help:
 	@echo "make demo        two network namespaces joined through sluiced: firewall, NAT, monitor (~15 s)"
 	@echo "make bench       every benchmark scenario, Sluice and its peers (~1 h); BENCHMARKS.md"
 	@echo "make clean       remove build dirs and the venv"
+	@echo "make install     sluiced, NFs, libsluice + sluice.pc, headers, the sluice CLI, sluice.service"
+	@echo "                 into PREFIX ($(PREFIX)), under DESTDIR if set; make uninstall removes them"
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PKGS="$(DEB_PKGS)"
@@ -161,3 +165,61 @@ bench: bench-deps venv $(BENCH_STAMP) build hugepages
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_GUEST) $(VENV) .pytest_cache python/*.egg-info python/build
 	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# ---------------------------------------------------------------- make install / make uninstall
+# The C parts are meson's (every `install: true` target, the headers, sluice.pc): `meson install`
+# from $(BUILD), configured for PREFIX first. The CLI is the package python/sluice copied to
+# PREFIX/lib/sluice/python with a wrapper PREFIX/bin/sluice run by Debian's python3, whose
+# python3-yaml it uses: pip may not install into Debian 12's externally managed python (PEP 668), and a
+# venv would fetch PyYAML at install time and cannot be moved from DESTDIR (README "Install").
+PREFIX         ?= /usr/local
+DESTDIR        ?=
+SYSCONFDIR     ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+BINDIR         := $(PREFIX)/bin
+PYLIBDIR       := $(PREFIX)/lib/sluice/python
+DOCDIR         := $(PREFIX)/share/doc/sluice
+DEST           := $(if $(DESTDIR),$(abspath $(DESTDIR)))
+
+# the meson build dir, configured with prefix=$(PREFIX) (only reconfigured when it differs)
+define meson_prefix
+	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) --prefix=$(PREFIX)
+	@cur=$$(meson introspect $(BUILD) --buildoptions | $(PY_SYS) -c \
+	  'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))'); \
+	if [ "$$cur" != "$(PREFIX)" ]; then meson configure $(BUILD) -Dprefix=$(PREFIX); fi
+endef
+
+install:
+	$(meson_prefix)
+	ninja -C $(BUILD)
+	env -u DESTDIR meson install -C $(BUILD) --no-rebuild --quiet $(if $(DEST),--destdir $(DEST))
+	rm -rf $(DEST)$(PYLIBDIR)/sluice
+	install -d $(DEST)$(PYLIBDIR)/sluice/commands $(DEST)$(BINDIR)
+	install -m 0644 python/sluice/*.py $(DEST)$(PYLIBDIR)/sluice/
+	install -m 0644 python/sluice/commands/*.py $(DEST)$(PYLIBDIR)/sluice/commands/
+	$(PY_SYS) -m compileall -q -d $(PYLIBDIR)/sluice $(DEST)$(PYLIBDIR)/sluice
+	sed -e 's|@PYTHON@|$(PY_SYS)|' dist/sluice.in > $(DEST)$(BINDIR)/sluice
+	chmod 0755 $(DEST)$(BINDIR)/sluice
+	install -d $(DEST)$(SYSTEMDUNITDIR) $(DEST)$(SYSCONFDIR)/sluice $(DEST)$(DOCDIR)
+	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/sluice/|$(SYSCONFDIR)/sluice/|g' dist/sluice.service \
+	  > $(DEST)$(SYSTEMDUNITDIR)/sluice.service
+	chmod 0644 $(DEST)$(SYSTEMDUNITDIR)/sluice.service
+	install -m 0644 dist/sluice.yaml.example $(DEST)$(SYSCONFDIR)/sluice/sluice.yaml.example
+	install -m 0644 README.md $(DEST)$(DOCDIR)/
+	cp -R --no-preserve=ownership docs $(DEST)$(DOCDIR)/
+	@if [ -z "$(DEST)" ]; then ldconfig; fi
+	@echo "installed into $(DEST)$(PREFIX); as a service: cp $(SYSCONFDIR)/sluice/sluice.yaml.example" \
+	  "$(SYSCONFDIR)/sluice/sluice.yaml (edit it), then systemctl daemon-reload && systemctl enable --now sluice"
+
+# what install put there (meson's list from its build dir, for the same PREFIX); never
+# $(SYSCONFDIR)/sluice/sluice.yaml, the config that was written by hand
+uninstall:
+	$(meson_prefix)
+	meson introspect $(BUILD) --installed | $(PY_SYS) -c \
+	  'import json, sys; print("\n".join(json.load(sys.stdin).values()))' | \
+	while read -r f; do rm -f "$(DEST)$$f"; done
+	rm -rf $(DEST)$(PREFIX)/lib/sluice $(DEST)$(DOCDIR)
+	rm -f $(DEST)$(BINDIR)/sluice $(DEST)$(SYSTEMDUNITDIR)/sluice.service \
+	  $(DEST)$(SYSCONFDIR)/sluice/sluice.yaml.example
+	rmdir $(DEST)$(PREFIX)/include/sluice $(DEST)$(SYSCONFDIR)/sluice 2>/dev/null || true
+	@if [ -z "$(DEST)" ]; then ldconfig; fi

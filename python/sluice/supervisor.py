@@ -53,6 +53,7 @@ from .cgroups import CgroupError, CpuWeights
 
 from . import config as sconfig
 from . import guests
+from . import notify
 from . import reload as sreload
 from . import sandbox
 from .client import Client, SluiceError
@@ -764,11 +765,13 @@ class Supervisor:
                     f"last output:\n" + _indent(tail(slot.log_path, 5) or "(nothing)"))
                 slot.proc = None
                 slot.starttime = None
-                self._schedule_restart(slot, failed=(rc != 0), uptime=uptime)
+                again = self._schedule_restart(slot, failed=(rc != 0), uptime=uptime)
+                self.notify_status(f"NF {slot.name} {slot.describe(rc)}" + ("; restarting" if again else ""))
                 changed = True
             elif slot.state == "backoff" and slot.next_start is not None and now >= slot.next_start:
                 slot.restarts += 1
                 self.start_slot(slot)
+                self.notify_status(f"NF {slot.name} restarted (#{slot.restarts})")
                 changed = True
         if changed:
             self.write_state()
@@ -980,6 +983,14 @@ class Supervisor:
             raise SupervisorError(f"reload: {e}; nothing was changed") from None
         self.builtins.update(builtins)
         log(f"reload {path}: {len(plan.steps)} step(s)")
+        notify.notify(RELOADING=1, STATUS=f"reloading {path}: {len(plan.steps)} step(s)")
+        try:
+            return self._reload_apply(path, new, plan, out)
+        finally:
+            notify.notify(READY=1)
+            self.notify_status(f"reloaded {path}")
+
+    def _reload_apply(self, path, new, plan, out):
         for i, step in enumerate(plan.steps):
             try:
                 self._reload_step(step)
@@ -1124,10 +1135,12 @@ class Supervisor:
         self.write_state()
         try:
             self.open_control()
+            notify.notify(STATUS="starting sluiced")
             self.start_sluiced()
             st = self.wait_sluiced_ready()
             log(f"sluiced ready (version {st.get('version', '?')}, huge pages "
                 f"{'yes' if st.get('huge_pages') else 'no'}, {st.get('mbufs', '?')} mbufs)")
+            notify.notify(STATUS=f"sluiced ready (pid {self.sluiced.pid}); starting the NFs")
             self.make_slots()
             weighted = [i for i, nf in enumerate(self.cfg.get("nfs") or []) if nf.get("cpu_weight") is not None]
             if weighted:
@@ -1187,6 +1200,7 @@ class Supervisor:
         secs = time.monotonic() - t0
         log(f"sluiced restarted (pid {self.sluiced.pid}, was {old.pid if old else '-'}) in {secs:.2f}s "
             f"({st.get('mbufs', '?')} mbufs); the NFs attach again by themselves")
+        self.notify_status(f"sluiced restarted ({'planned' if planned else 'after it died'})")
         self.write_state()
         return {"pid": self.sluiced.pid, "old_pid": old.pid if old else None, "seconds": round(secs, 3)}
 
@@ -1197,6 +1211,7 @@ class Supervisor:
             + _indent(self.sluiced_output(20) or "(nothing)"))
         now = time.monotonic()
         self.sluiced_deaths = [t for t in self.sluiced_deaths if now - t < SLUICED_RESTART_WINDOW] + [now]
+        notify.notify(STATUS=f"sluiced {describe_status(src)}; restarting it")
         if len(self.sluiced_deaths) > SLUICED_RESTARTS_MAX:
             log(f"sluiced died {len(self.sluiced_deaths)} times within {SLUICED_RESTART_WINDOW:g}s; "
                 "not restarting it again: stopping everything")
@@ -1207,6 +1222,17 @@ class Supervisor:
             log(f"{e}; stopping everything")
             return False
         return True
+
+    def notify_status(self, event=None):
+        """A STATUS= line for the service manager (python/sluice/notify.py; nothing outside systemd):
+        the running NFs, and `event` first when given."""
+        if not notify.enabled():
+            return
+        nfs = [s for s in self.slots if not isinstance(s, (VmGuestSlot, StackSlot))]
+        running = sum(1 for s in nfs if s.state == "running")
+        pid = self.sluiced.pid if self.sluiced else "-"
+        notify.notify(STATUS=(f"{event}; " if event else "")
+                      + f"sluiced pid {pid}, {running}/{len(nfs)} NF(s) running")
 
     def loop(self):
         """Supervise until a stop signal, or until sluiced cannot be restarted. Returns an exit code."""
@@ -1270,6 +1296,7 @@ class Supervisor:
             except (ValueError, OSError):
                 pass
         self.stopping = True
+        notify.notify(STOPPING=1)
         self.close_control()
         self.stop_nfs()
         if self.cpu_weights is not None:
@@ -1291,6 +1318,8 @@ class Supervisor:
 def run_up(cfg, socket_dir, config_path=None, build_dir=None, log_level=None, detach=False,
            ready_timeout=20.0, attach_timeout=15.0, out=sys.stdout):
     """Implement `sluice up`. Returns the exit code."""
+    # under systemd (Type=notify): READY=1 / STOPPING=1 from here; no child inherits $NOTIFY_SOCKET
+    notify.take_socket()
     try:
         sup = Supervisor(cfg, socket_dir, config_path, build_dir, log_level, ready_timeout, attach_timeout)
         sup.check_not_running()
@@ -1310,6 +1339,7 @@ def run_up(cfg, socket_dir, config_path=None, build_dir=None, log_level=None, de
         print(f"sluice up: {e}", file=sys.stderr)
         return 1
     print(sup.summary() + ". Ctrl-C or `sluice down` stops it.", file=out, flush=True)
+    notify.ready(sup.summary())
     return sup.loop()
 
 
@@ -1372,6 +1402,7 @@ def _up_detached(sup, out):
             os.close(w)
             os._exit(1)
         log(sup.summary())
+        notify.ready(sup.summary(), forked=True)  # MAINPID=: we are not the process systemd started
         os.write(w, f"OK {sup.summary()}\n".encode())
         os.close(w)
         code = sup.loop()

@@ -10,6 +10,8 @@ and is removed in fixture finalizers, also when the test fails:
                                        process it started on teardown.
 - ``Net`` (fixture ``net``)            network namespaces and veth pairs, torn down on teardown.
 - ``write_config`` / ``run_sluiced_once``  for configs that must be rejected.
+- ``procs_of`` / ``kill_procs_of``     the processes ``sluice up`` started for a socket dir (found
+                                       through /proc), and killing what is left of them.
 - ``write_pcap`` / ``read_pcap``        frames to and from a pcap file as bytes, without a scapy
                                        packet per frame (scapy spends seconds on a thousand);
                                        ``udp_frames`` builds plain UDP frames as scapy would.
@@ -118,6 +120,50 @@ def wait_until(pred, timeout=10.0, what="condition", interval=0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+def pid_alive(pid):
+    """pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def procs_of(socket_dir):
+    """Live processes `sluice up` started for socket_dir: the supervisor and sluiced (the dir is an
+    argument on their command line) and the NFs (SLUICE_NF_SOCKET=<dir>/nf.sock in their environment)."""
+    sd = str(socket_dir).encode()
+    nf_env = b"SLUICE_NF_SOCKET=" + sd + b"/nf.sock"
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if (sd in cmd or nf_env in env) and pid_alive(int(d)):
+            found.append(int(d))
+    return found
+
+
+def kill_procs_of(socket_dir):
+    """SIGKILL every process of procs_of(socket_dir), wait up to 5 s for them to go; returns their pids."""
+    left = procs_of(socket_dir)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while any(pid_alive(p) for p in left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 def short_tmpdir():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import kill_procs_of as _kill_leftovers, pid_alive as _alive, procs_of as _procs_of
+
 HERE = Path(__file__).resolve().parent
 
 GOOD = """\
@@ -243,47 +245,6 @@ def real_build(build_dir):
     if missing:
         pytest.fail(f"not built: {', '.join(missing)} (run `make build`)")
     return build_dir
-
-
-def _alive(pid):
-    """pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _procs_of(socket_dir):
-    """Live processes started for socket_dir: the supervisor and sluiced (the dir is an argument on
-    their command line) and the NFs (SLUICE_NF_SOCKET=<dir>/nf.sock in their environment)."""
-    sd = str(socket_dir).encode()
-    nf_env = b"SLUICE_NF_SOCKET=" + sd + b"/nf.sock"
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if (sd in cmd or nf_env in env) and _alive(int(d)):
-            found.append(int(d))
-    return found
-
-
-def _kill_leftovers(socket_dir):
-    left = _procs_of(socket_dir)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    _wait(lambda: not any(_alive(p) for p in left), 5)
-    return left
 
 
 def _wait(pred, timeout=10.0, step=0.05):
