@@ -280,8 +280,11 @@ def _verify(unit_text, directory, exec_path):
     checks that it is executable). Returns (returncode, its complaints)."""
     directory.mkdir(parents=True, exist_ok=True)
     unit = directory / "sluice.service"
-    unit.write_text(unit_text.replace("ExecStart=/usr/local/bin/sluice ", f"ExecStart={exec_path} ")
-                    .replace("ExecStart=/usr/bin/sluice ", f"ExecStart={exec_path} "))
+    text = unit_text
+    for key in ("ExecStart", "ExecReload"):
+        text = text.replace(f"{key}=/usr/local/bin/sluice ", f"{key}={exec_path} ") \
+                   .replace(f"{key}=/usr/bin/sluice ", f"{key}={exec_path} ")
+    unit.write_text(text)
     r = subprocess.run([_systemd_analyze(), "verify", "--man=no", str(unit)], capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER="cat"))
     return r.returncode, (r.stdout + r.stderr).strip()
@@ -297,6 +300,7 @@ def _fake_exe(directory):
 def test_unit_verifies(tmp_path):
     text = UNIT.read_text()
     assert "\nExecStart=/usr/local/bin/sluice up /etc/sluice/sluice.yaml\n" in text
+    assert "\nExecReload=/usr/local/bin/sluice reload /etc/sluice/sluice.yaml\n" in text
     for line in ("Type=notify", "NotifyAccess=main", "Restart=on-failure", "RuntimeDirectory=sluice",
                  "KillMode=mixed", "LimitMEMLOCK=infinity"):
         assert f"\n{line}\n" in text, line
