@@ -16,6 +16,7 @@ from .nfs import nfs_section
 from .sockets import sockets_section
 from .steering import steering_section
 from .trust import trust_section
+from .restart import restart_section
 from .zeroloss import zeroloss_method, zeroloss_reading, zeroloss_table
 
 
@@ -125,6 +126,7 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
     L += nfs_section(loaded, results_dir, out_dir, draw)
     L += trust_section(loaded, out_dir)
     L += sockets_section(loaded, out_dir)
+    L += restart_section(loaded, out_dir, draw)
 
     if NOTES.exists():
         notes = NOTES.read_text().strip()

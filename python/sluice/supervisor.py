@@ -497,6 +497,7 @@ class Supervisor:
         self.sluiced_log = os.path.join(self.log_dir, "sluiced.log")
         self.runtime_path = os.path.join(self.socket_dir, "runtime.json")  # written by sluiced
         self.sluiced_restarts = 0
+        self.sluiced_pidfd = None  # readable once sluiced exits (select in serve_control)
         self.sluiced_deaths = []   # monotonic times of unplanned sluiced exits (the give-up window)
         self._sluiced_log_off = 0
         self.slots = []
@@ -596,6 +597,12 @@ class Supervisor:
             self.sluiced = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
                                             start_new_session=True, preexec_fn=_child_setup, close_fds=True)
         self.sluiced_starttime = proc_starttime(self.sluiced.pid)
+        if self.sluiced_pidfd is not None:
+            os.close(self.sluiced_pidfd)
+        try:
+            self.sluiced_pidfd = os.pidfd_open(self.sluiced.pid)
+        except (OSError, AttributeError):
+            self.sluiced_pidfd = None  # an old kernel: its death is noticed within POLL
         log(f"started sluiced (pid {self.sluiced.pid}), log {self.sluiced_log}")
         self.write_state()
 
@@ -841,14 +848,16 @@ class Supervisor:
 
     def serve_control(self, timeout):
         """Wait up to `timeout` seconds for a request on supervisor.sock and answer it."""
-        if self.lsock is None:
+        # sluiced's pidfd wakes us the moment it dies: a restart need not wait out the poll interval
+        fds = [f for f in (self.lsock, self.sluiced_pidfd) if f is not None]
+        if not fds:
             time.sleep(timeout)
             return
         try:
-            ready, _, _ = select.select([self.lsock], [], [], timeout)
+            ready, _, _ = select.select(fds, [], [], timeout)
         except InterruptedError:
             return
-        if not ready:
+        if self.lsock is None or self.lsock not in ready:
             return
         try:
             conn, _ = self.lsock.accept()
@@ -1303,6 +1312,9 @@ class Supervisor:
             self.cpu_weights.close()
             self.cpu_weights = None
         self.stop_sluiced()
+        if self.sluiced_pidfd is not None:
+            os.close(self.sluiced_pidfd)
+            self.sluiced_pidfd = None
         stack = (self.stack_sock, self.stack_ctl) if self.stackd_bin else ()  # left by a killed sluice-stackd
         for path in (self.ctl, self.nf_sock, state_path(self.socket_dir), *stack):
             try:

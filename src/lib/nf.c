@@ -979,8 +979,8 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 /* ------------------------------------------------------------------------ */
 /* re-attach (docs/abi.md "Restarts")                                          */
 
-#define SL_REATTACH_BACKOFF_MIN_NS 10000000ull  /* first retry after 10 ms ... */
-#define SL_REATTACH_BACKOFF_MAX_NS 200000000ull /* ... doubling up to 200 ms */
+#define SL_REATTACH_BACKOFF_MIN_NS 5000000ull   /* first retry after 5 ms ... */
+#define SL_REATTACH_BACKOFF_MAX_NS 50000000ull  /* ... doubling up to 50 ms: a refused connect costs little */
 
 /* Descriptors in a ring its consumer had not taken (0 for a corrupt one). */
 static uint64_t ring_backlog(const struct sl_ring *r)
