@@ -201,6 +201,27 @@ def test_add_del_add_ids_nf_info_and_cli(sluice, workdir, run_sluice):  # noqa: 
     sluice.ok("port_chain_set", port="a", chain=None)
     wait_until(lambda: sluice.stats()["pool"]["lent"] == 0, 10, "chain cc drained")
     assert sluice.port("b")["tx_pkts"] == 0
+    # flows an NF pinned to y (fwd --pin --out y: later packets of each flow go to y past the NF)
+    # keep y: refused; they came in on pin_in, and deleting pin_in takes them along
+    pin_pcap = workdir / "pin.pcap"
+    write_pcap(pin_pcap, udp_frames(50, "10.8.0.1", "10.8.0.2", b"pinned", sport=lambda i: 3000 + i % 5, dport=80))
+    sluice.ok("chain_set", name="pc", nfs=["fp"], exit=None)
+    sluice.start_nf("fwd", "fp", wakeup="block", extra=["--pin", "--out", "y"])
+    y_tx = sluice.port("y")["tx_pkts"]
+    sluice.ok("port_add", name="pin_in", vdev=f"net_pcap0,rx_pcap={pin_pcap}", chain="pc")
+    wait_until(lambda: sluice.port("y")["tx_pkts"] == y_tx + 50, 10, "the pinned flows' packets out of y")
+    assert sluice.ok("flows")["flows"]["pinned"] == 5
+    before = deployment(sluice)
+    r = sluice.request("port_del", name="y")
+    assert r["ok"] is False and r["error"].startswith("port_del: port 'y' is where 5 flows NFs pinned send"), r
+    assert deployment(sluice) == before and sluice.ok("flows")["flows"]["pinned"] == 5
+    sluice.ok("port_del", name="pin_in")
+    flows = sluice.ok("flows")["flows"]
+    assert flows["pinned"] == 0 and flows["entries"] == 0, flows
+    assert "control: port pin_in deleted (port id 3; 50 packets received, 0 sent; 5 flows from it removed" \
+        in sluice.log(), sluice.log()
+    whole(sluice, "deleting pin_in")
+
     # deleted under the attached NF (it keeps its copy of the names); one attached later does not know y
     sluice.ok("port_del", name="y")
     whole(sluice, "deleting y")
@@ -222,6 +243,6 @@ def test_add_del_add_ids_nf_info_and_cli(sluice, workdir, run_sluice):  # noqa: 
     r = run_sluice("port", "del", "z", *sd)
     assert r.returncode == 0 and "deleted port z" in r.stdout, r.stdout + r.stderr
     assert [p["name"] for p in sluice.ok("ports")["ports"]] == ["a", "b", "x"]
-    assert sluice.stop_nf("f") == 0
+    assert sluice.stop_nf("f") == 0 and sluice.stop_nf("fp") == 0
     sluice.wait_pool_whole()
     assert sluice.stop() == 0, sluice.log()
