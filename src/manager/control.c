@@ -657,7 +657,11 @@ static json_t *cmd_port_add(json_t *req)
 		return error("port_add: %s", err);
 	}
 	nf_pages_port(pi, p->name);
-	LOG("control: port %s added: %s is port id %u (worker %u, ingress chain %s)", p->name, p->vdev, pi, p->worker,
+	struct rte_eth_dev_info info;
+	if (rte_eth_dev_info_get(p->port_id, &info) != 0)
+		info.driver_name = "?";
+	LOG("control: port %s added: %s is port id %u (DPDK port %u, %s, MTU %u, frames up to %u bytes; worker %u, "
+	    "ingress chain %s)", p->name, p->vdev, pi, p->port_id, info.driver_name, p->mtu, p->max_frame, p->worker,
 	    ci >= 0 ? M.route->chains[ci].name : "none");
 	return ok_with("port", j_port_full(pi));
 }

@@ -342,8 +342,9 @@ configure:;
 		p->mtu = 0;
 	if (p->own_pool) /* af_xdp: its private pool's buffers */
 		p->max_frame = rte_pktmbuf_data_room_size(p->own_pool) - RTE_PKTMBUF_HEADROOM;
-	LOG("port %s: %s is DPDK port %u (%s), MTU %u, frames up to %u bytes", p->name, p->vdev, p->port_id,
-	    info.driver_name, p->mtu, p->max_frame);
+	if (!p->runtime) /* port_add logs its one line itself */
+		LOG("port %s: %s is DPDK port %u (%s), MTU %u, frames up to %u bytes", p->name, p->vdev, p->port_id,
+		    info.driver_name, p->mtu, p->max_frame);
 	return 0;
 fail:
 	port_close(p);
