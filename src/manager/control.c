@@ -545,7 +545,8 @@ static int route_set_port(unsigned pi, int32_t chain, char *err, size_t errlen)
 	return 0;
 }
 
-/* Every attached NF's info page names port `id` (NULL: unnames it) and counts M.nports ids. The
+/* Every attached NF's info page names port `id` (NULL: unnames it) and counts M.nports ids (one past
+ * the highest id ever used: a deleted port's id stays in the table, unnamed). The
  * SDK copied the table at attach (nf.c take_info): those NFs keep what they saw; NFs attaching
  * later get the new table from attach.c. */
 static void nf_pages_port(unsigned id, const char *name)
@@ -580,10 +581,8 @@ static uint32_t port_retire(unsigned pi, uint32_t *flows_gone, uint32_t *discard
 	*discarded = port_rx_discard(p, 32 * SL_BURST); /* e.g. net_ring: what it sent to itself */
 	port_close(p);
 	port_forget(p);
-	unsigned n = M.nports;
-	while (n > 0 && !M.ports[n - 1].live && !M.ports[n - 1].probed)
-		n--;
-	__atomic_store_n(&M.nports, n, __ATOMIC_RELEASE);
+	/* M.nports stays: ids below it that name no port (deleted ones) are still ids, so an NF that
+	 * keeps sending to a deleted port's id gets no_path, not a violation (invalid_desc dest) */
 	return 0;
 }
 

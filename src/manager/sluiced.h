@@ -674,7 +674,8 @@ struct manager {
 	struct region region;       /* domain 0, "default": the ports' pool (regions[0] points here) */
 	struct region *regions[SL_MAX_DOMAINS]; /* by domain id; created in order, destroyed in reverse */
 	unsigned nregions;
-	unsigned nports;
+	unsigned nports;            /* port ids in use are below it: one past the highest id ever used
+	                             * (slots of deleted ports stay, not live: port_del) */
 	struct port ports[SL_MAX_PORTS];
 	uint32_t max_nfs;
 	struct nf *nfs;
