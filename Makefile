@@ -26,7 +26,8 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
 WORKERS_E2E := $(filter-out $(addprefix tests/integration/,test_nf_firewall.py test_nf_nat.py test_nf_router.py \
                test_nf_monitor.py test_nf_ids.py test_nf_lb.py test_nf_l2switch.py test_nf_ratelimit.py \
                test_stackd.py test_sockets.py::test_sock_calls test_sockets.py::test_epoll_model), $(ASAN_E2E)) \
-               tests/integration/test_gen_sink.py tests/integration/test_nf_sched_order.py
+               tests/integration/test_gen_sink.py tests/integration/test_nf_sched_order.py \
+               tests/integration/test_ports_live.py
 
 # NF-to-NF pipes on (sluiced.pipes: true, every pipe open/close path): the ASan pass runs with them, so
 # every test of ASAN_E2E also runs with pipes, under ASan/UBSan (pipes off is the normal pass, without

@@ -181,7 +181,8 @@ static json_t *j_ports(void)
 {
 	json_t *a = json_array();
 	for (unsigned i = 0; i < M.nports; i++)
-		json_array_append_new(a, j_port_full(i));
+		if (M.ports[i].live) /* a deleted port's id is a hole until port_add reuses it */
+			json_array_append_new(a, j_port_full(i));
 	return a;
 }
 
@@ -349,7 +350,7 @@ static json_t *j_status(void)
 			 "region_bytes", (json_int_t)bytes, "mbufs", (json_int_t)mbufs,
 			 "mbufs_free", (json_int_t)avail, "mbufs_lent",
 			 (json_int_t)lent_total(), "nf_count", (json_int_t)nnf, "port_count",
-			 (json_int_t)M.nports, "chain_count", (json_int_t)M.route->nchains, "worker_lcore",
+			 (json_int_t)ports_live(), "chain_count", (json_int_t)M.route->nchains, "worker_lcore",
 			 (json_int_t)M.worker_lcore, "max_nfs", (json_int_t)M.max_nfs);
 	json_object_set_new(j, "domains", j_domains());
 	json_t *wl = json_array();
@@ -519,6 +520,188 @@ static json_t *cmd_port_chain_set(json_t *req)
 		return error("port_chain_set: %s", err);
 	route_publish(nr);
 	return ok_with("port", j_port_full((unsigned)pi));
+}
+
+/* ---- ports at runtime (docs/ports.md "Ports at runtime") ---- */
+
+/* Publish the current route with port pi's ingress chain set to `chain` (-1: none), its next-hop
+ * permissions rebuilt. 0, or -1 with err. */
+static int route_set_port(unsigned pi, int32_t chain, char *err, size_t errlen)
+{
+	const struct route *cur = M.route;
+	struct cfg_chain *specs = route_specs(cur);
+	if (!specs) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	int32_t port_chain[SL_MAX_PORTS];
+	memcpy(port_chain, cur->port_chain, sizeof(port_chain));
+	port_chain[pi] = chain;
+	struct route *nr = route_build(specs, cur->nchains, port_chain, err, errlen);
+	specs_free(specs, cur->nchains + 1);
+	if (!nr)
+		return -1;
+	route_publish(nr);
+	return 0;
+}
+
+/* Every attached NF's info page names port `id` (NULL: unnames it) and counts M.nports ids (one past
+ * the highest id ever used: a deleted port's id stays in the table, unnamed). The
+ * SDK copied the table at attach (nf.c take_info): those NFs keep what they saw; NFs attaching
+ * later get the new table from attach.c. */
+static void nf_pages_port(unsigned id, const char *name)
+{
+	for (uint32_t i = 0; i < M.max_nfs; i++)
+		if (M.nfs[i].state == NF_ATTACHED && M.nfs[i].info)
+			nfinfo_set_port(M.nfs[i].info, id, name, M.nports);
+}
+
+/* Take port pi out of use, the teardown twin of port_add's steps in reverse: its worker stops
+ * polling and sending on it (WCMD_PORT_DEL: every worker paused, so no half-staged burst, and the
+ * flows from it go), it leaves the route (ingress chain, next-hop permissions, may_send), what other
+ * workers handed it drains, what waits in its RX queue is freed, and the device is closed and
+ * removed. Returns the NF-pinned flows that send to it (then nothing changed) or 0. */
+static uint32_t port_retire(unsigned pi, uint32_t *flows_gone, uint32_t *discarded)
+{
+	struct port *p = &M.ports[pi];
+	struct wcmd c = { .type = WCMD_PORT_DEL, .nf = pi };
+	worker_call(&c);
+	if (c.result)
+		return c.result;
+	*flows_gone = c.drained;
+	for (unsigned i = 0; M.cfg.auth && i < M.cfg.nservices; i++) /* a later port under this id is new */
+		M.cfg.auth[i].ports &= ~(1ull << pi);
+	char err[256];
+	if (route_set_port(pi, -1, err, sizeof(err)) < 0) /* out of memory: port_add rebuilds it anyway */
+		LOG("control: port %s: the route keeps its ingress chain (%s); a dead port is not polled", p->name, err);
+	/* packets other workers handed it before it died drop at its worker (to_port): at most an
+	 * inbox's worth, gone within a few loops */
+	for (unsigned k = 0; __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) > 0 && k < 100000; k++)
+		usleep(10);
+	*discarded = port_rx_discard(p, 32 * SL_BURST); /* e.g. net_ring: what it sent to itself */
+	port_close(p);
+	port_forget(p);
+	/* M.nports stays: ids below it that name no port (deleted ones) are still ids, so an NF that
+	 * keeps sending to a deleted port's id gets no_path, not a violation (invalid_desc dest) */
+	return 0;
+}
+
+/* Add a port at runtime: the config's checks for a port, then port_open as for a config port, its
+ * worker starts polling it (WCMD_PORT_ADD), then its ingress chain. */
+static json_t *cmd_port_add(json_t *req)
+{
+	json_t *name = json_object_get(req, "name"), *vdev = json_object_get(req, "vdev"),
+	       *chain = json_object_get(req, "chain"), *id = json_object_get(req, "id");
+	if (!json_is_string(name) || !config_valid_name(json_string_value(name)))
+		return error("port_add: field 'name': must be a name of 1-31 characters from A-Z a-z 0-9 _ - .");
+	const char *n = json_string_value(name);
+	if (port_lookup(n) >= 0)
+		return error("port_add: field 'name': duplicate port name '%s'", n);
+	if (!json_is_string(vdev) || json_string_length(vdev) == 0 ||
+	    json_string_length(vdev) >= sizeof(M.ports[0].vdev))
+		return error("port_add: field 'vdev': must be a DPDK vdev string like \"net_null0\" (at most %zu characters)",
+			     sizeof(M.ports[0].vdev) - 1);
+	const char *v = json_string_value(vdev);
+	/* PCI devices: EAL probes only those the config names, at start (an allowlist, else --no-pci),
+	 * so that the machine's own NICs are never touched; hot-plugging one would need the bus scanned */
+	if (!strncmp(v, "pci:", 4))
+		return error("port_add: field 'vdev': '%.64s': PCI ports are not added at runtime (sluiced probes only "
+			     "the PCI devices its config names, at start-up); name it in the config's ports", v);
+	if (strncmp(v, "net_", 4))
+		return error("port_add: field 'vdev': '%.64s' is not a DPDK virtual device (net_*)", v);
+	size_t dl = strcspn(v, ",");
+	for (unsigned i = 0; i < M.nports; i++)
+		if (M.ports[i].live && strlen(M.ports[i].devname) == dl && !strncmp(M.ports[i].devname, v, dl))
+			return error("port_add: field 'vdev': device '%.*s' is port '%s' already", (int)dl, v,
+				     M.ports[i].name);
+	int32_t ci = -1;
+	if (chain && !json_is_null(chain)) {
+		if (json_is_string(chain))
+			for (unsigned i = 0; i < M.route->nchains; i++)
+				if (!strcmp(M.route->chains[i].name, json_string_value(chain)))
+					ci = (int32_t)i;
+		if (ci < 0)
+			return error("port_add: field 'chain': unknown chain '%s'",
+				     json_is_string(chain) ? json_string_value(chain) : "?");
+	}
+	if (ports_live() >= SL_MAX_PORTS)
+		return error("port_add: sluiced has %d ports, the most it takes; delete one first", SL_MAX_PORTS);
+	unsigned pi = port_free_id();
+	if (id && !json_is_null(id)) { /* a restart replays its ports with their ids (NFs' OUT ids stay) */
+		if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= SL_MAX_PORTS)
+			return error("port_add: field 'id': must be a port id 0..%d", SL_MAX_PORTS - 1);
+		pi = (unsigned)json_integer_value(id);
+		if (M.ports[pi].live)
+			return error("port_add: field 'id': port id %u is port '%s'", pi, M.ports[pi].name);
+	}
+	struct port *p = &M.ports[pi];
+	snprintf(p->name, sizeof(p->name), "%s", n);
+	snprintf(p->vdev, sizeof(p->vdev), "%s", v);
+	p->runtime = true;
+	/* placement (architecture.md "Workers"), fixed for its life: its ingress chain's worker, else id mod N */
+	p->worker = (uint8_t)((ci >= 0 ? (unsigned)ci : pi) % M.nworkers);
+	char err[512];
+	if (port_open(p, M.region.pool, err, sizeof(err)) < 0) {
+		port_forget(p);
+		return error("port_add: %s", err);
+	}
+	if (pi >= M.nports)
+		__atomic_store_n(&M.nports, pi + 1, __ATOMIC_RELEASE);
+	struct wcmd c = { .type = WCMD_PORT_ADD, .nf = pi };
+	worker_call(&c);
+	/* a free id's ingress chain is none unless a route rebuild failed at its port_del */
+	if (M.route->port_chain[pi] != ci && route_set_port(pi, ci, err, sizeof(err)) < 0) {
+		uint32_t fl, dis;
+		port_retire(pi, &fl, &dis); /* just opened: no NF pinned a flow to it */
+		return error("port_add: %s", err);
+	}
+	nf_pages_port(pi, p->name);
+	struct rte_eth_dev_info info;
+	if (rte_eth_dev_info_get(p->port_id, &info) != 0)
+		info.driver_name = "?";
+	LOG("control: port %s added: %s is port id %u (DPDK port %u, %s, MTU %u, frames up to %u bytes; worker %u, "
+	    "ingress chain %s)", p->name, p->vdev, pi, p->port_id, info.driver_name, p->mtu, p->max_frame, p->worker,
+	    ci >= 0 ? M.route->chains[ci].name : "none");
+	return ok_with("port", j_port_full(pi));
+}
+
+/* Delete a port at runtime. Refused, changing nothing, while anything would still send to it or
+ * match on it: a chain's exit, a rule (action or in_port), the malformed action, a pinned flow. */
+static json_t *cmd_port_del(json_t *req)
+{
+	json_t *name = json_object_get(req, "name");
+	int pi = json_is_string(name) ? port_lookup(json_string_value(name)) : -1;
+	if (pi < 0)
+		return error("port_del: field 'name': unknown port '%s'", json_is_string(name) ? json_string_value(name) : "?");
+	char pname[SL_NAME_LEN];
+	snprintf(pname, sizeof(pname), "%s", M.ports[pi].name);
+	for (unsigned k = 0; k < M.route->nchains; k++)
+		if (M.route->chains[k].exit == pi)
+			return error("port_del: port '%s' is the exit of chain '%s'; change the chain first", pname,
+				     M.route->chains[k].name);
+	for (unsigned k = 0; k < M.nrules; k++) {
+		const struct rule *r = &M.rules[k];
+		json_t *ip = json_object_get(r->match, "in_port");
+		bool out = r->action.kind == STEER_PORT && r->action.target == pi;
+		if (out || (json_is_string(ip) && !strcmp(json_string_value(ip), pname)))
+			return error("port_del: port '%s' is %s rule %u%s%s; delete or change the rule first", pname,
+				     out ? "the action of" : "matched (in_port) by", r->id, r->name[0] ? " " : "", r->name);
+	}
+	if (M.malformed.kind == STEER_PORT && M.malformed.target == pi)
+		return error("port_del: port '%s' is the steering malformed action (steering.malformed in the config)",
+			     pname);
+	uint64_t rx = M.ports[pi].st.rx_pkts, tx = M.ports[pi].st.tx_pkts;
+	uint32_t flows_gone = 0, discarded = 0;
+	uint32_t pinned = port_retire((unsigned)pi, &flows_gone, &discarded);
+	if (pinned)
+		return error("port_del: port '%s' is where %u flows NFs pinned send their packets (flows: they go after "
+			     "steering.flow_idle_ms without a packet, or when the NF unpins them); try again then",
+			     pname, pinned);
+	nf_pages_port((unsigned)pi, NULL);
+	LOG("control: port %s deleted (port id %d; %llu packets received, %llu sent; %u flows from it removed, "
+	    "%u packets left in its queue freed)", pname, pi, (unsigned long long)rx, (unsigned long long)tx, flows_gone,
+	    discarded);
+	return json_pack("{s:b}", "ok", 1);
 }
 
 /* ---- steering rules (docs/steering.md) ---- */
@@ -782,6 +965,10 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 		return cmd_chain_set(req);
 	if (!strcmp(c, "port_chain_set"))
 		return cmd_port_chain_set(req);
+	if (!strcmp(c, "port_add"))
+		return cmd_port_add(req);
+	if (!strcmp(c, "port_del"))
+		return cmd_port_del(req);
 	if (!strcmp(c, "rules"))
 		return j_rules();
 	if (!strcmp(c, "service_set"))
@@ -826,7 +1013,7 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 		return json_pack("{s:b}", "ok", 1);
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
-		     "port_chain_set, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, "
+		     "port_chain_set, port_add, port_del, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, "
 		     "guests, guest_prepare, guest_release, shutdown)", c);
 }
 

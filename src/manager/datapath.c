@@ -490,6 +490,13 @@ static void flush_port(struct port *p, uint16_t pi)
 static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 {
 	struct port *p = &M.ports[pi];
+	if (unlikely(!__atomic_load_n(&p->live, __ATOMIC_ACQUIRE))) {
+		/* deleted (port_del): an NF's OUT to its old id, or a packet handed over before it died.
+		 * Chain exits and rules never name a dead port: port_del refuses while they do. */
+		W->st.drops.no_path++;
+		drop(m);
+		return;
+	}
 	if (unlikely(p->worker != W->index)) {
 		handoff(p->worker, m, HAND_PORT, pi, 0, 0, 0);
 		return;
@@ -1357,6 +1364,39 @@ static void pipes_poll(const struct route *rt)
 	}
 }
 
+/* port_del (the other workers paused): how many NF-pinned flows send to port pi -- they would keep
+ * sending there, so the port stays (docs/api.md port_del). With none, the flows of packets that came
+ * in on pi are removed (a port added later under its id starts without them) and *removed counts
+ * them. One walk of the flow table, only when it holds anything. */
+static uint32_t flows_port_del(uint16_t pi, uint32_t *removed)
+{
+	*removed = 0;
+	uint64_t entries = 0, pinned = 0; /* each worker counts what it entered and removed: the sum is the table */
+	for (unsigned w = 0; w < M.nworkers; w++) {
+		entries += M.workers[w].st.flow_st.entries;
+		pinned += M.workers[w].st.flow_st.pinned;
+	}
+	if (!flow_h || entries == 0)
+		return 0;
+	const void *key;
+	void *data;
+	uint32_t it = 0, to = 0;
+	int32_t pos;
+	while (pinned && (pos = rte_hash_iterate(flow_h, &key, &data, &it)) >= 0)
+		to += flows[pos].pinned && flows[pos].act.kind == STEER_PORT && flows[pos].act.target == pi;
+	if (to)
+		return to;
+	it = 0;
+	while ((pos = rte_hash_iterate(flow_h, &key, &data, &it)) >= 0) {
+		if (((const struct flow_key *)key)->in_port != pi || rte_hash_del_key(flow_h, key) < 0)
+			continue;
+		W->st.flow_st.entries--;
+		W->st.flow_st.pinned -= flows[pos].pinned;
+		(*removed)++;
+	}
+	return 0;
+}
+
 static void exec_cmd(struct wcmd *c)
 {
 	switch (c->type) {
@@ -1455,6 +1495,27 @@ static void exec_cmd(struct wcmd *c)
 		struct steer *old = M.steer;
 		M.steer = c->steer;
 		c->steer = old;
+		break;
+	}
+	case WCMD_PORT_ADD: { /* its worker: between bursts, so it never sees half a port */
+		struct port *p = &M.ports[c->nf];
+		p->ntx = 0;
+		p->listed = false;
+		__atomic_store_n(&p->inflight, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->live, true, __ATOMIC_RELEASE); /* the rest of the port before this */
+		break;
+	}
+	case WCMD_PORT_DEL: { /* worker 0, the others paused with their staging flushed (worker_call) */
+		struct port *p = &M.ports[c->nf];
+		c->result = flows_port_del((uint16_t)c->nf, &c->drained);
+		if (c->result)
+			break; /* NFs pinned flows to it: refused, nothing changed */
+		__atomic_store_n(&p->live, false, __ATOMIC_RELEASE);
+		/* what is staged for it goes out now (every worker flushed before it paused, so this is
+		 * normally nothing); what other workers handed it before it died, in their inboxes,
+		 * drops in to_port, and the control thread waits for its inflight count to reach 0 */
+		if (p->ntx)
+			flush_port(p, (uint16_t)c->nf);
 		break;
 	}
 	case WCMD_STOP:
@@ -1779,7 +1840,7 @@ void worker_stats_sum(struct worker_stats *out)
 	}
 }
 
-/* The worker a command is for: an NF's own, else worker 0. */
+/* The worker a command is for: an NF's or a port's own, else worker 0. */
 static unsigned cmd_worker(const struct wcmd *c)
 {
 	switch (c->type) {
@@ -1787,6 +1848,8 @@ static unsigned cmd_worker(const struct wcmd *c)
 	case WCMD_NF_REMOVE:
 	case WCMD_NF_DRAIN:
 		return M.nfs[c->nf].worker < M.nworkers ? M.nfs[c->nf].worker : 0;
+	case WCMD_PORT_ADD:
+		return M.ports[c->nf].worker < M.nworkers ? M.ports[c->nf].worker : 0;
 	default:
 		return 0;
 	}
@@ -1822,8 +1885,9 @@ void worker_call(struct wcmd *c)
 		}
 		return;
 	}
-	if (c->type == WCMD_POOL_AUDIT && M.worker_running && M.nworkers > 1) {
-		/* stop the world: the others flush and hold still while worker 0 audits */
+	if ((c->type == WCMD_POOL_AUDIT || c->type == WCMD_PORT_DEL) && M.worker_running && M.nworkers > 1) {
+		/* stop the world: the others flush and hold still while worker 0 audits (or, port_del,
+		 * looks at the shared flow table and kills the port, whichever worker polls it) */
 		uint32_t epoch = __atomic_load_n(&M.pause_epoch, __ATOMIC_RELAXED);
 		for (unsigned w = 1; w < M.nworkers; w++) {
 			struct wcmd pause = { .type = WCMD_PAUSE, .nf = epoch };
@@ -1914,8 +1978,9 @@ int worker_main(void *arg)
 		const uint16_t nrx = likely(!M.rx_paused) ? M.nports : 0;
 		for (uint16_t pi = 0; pi < nrx; pi++) {
 			int32_t c = rt->port_chain[pi];
-			if ((c < 0 && !sr->poll_port[pi]) || M.ports[pi].worker != W->index)
-				continue; /* TX-only port (not polled), or another worker's */
+			if ((c < 0 && !sr->poll_port[pi]) || M.ports[pi].worker != W->index ||
+			    !__atomic_load_n(&M.ports[pi].live, __ATOMIC_ACQUIRE))
+				continue; /* TX-only port (not polled), another worker's, or deleted */
 			struct port *p = &M.ports[pi];
 			uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, SL_BURST);
 			if (n == 0)

@@ -326,6 +326,7 @@ int main(int argc, char **argv)
 			LOG("config error: %s", err);
 			goto out;
 		}
+		p->live = true; /* no worker runs yet: port_add's WCMD_PORT_ADD does this for a later port */
 		M.nports = i + 1;
 	}
 	if (registry_init(err, sizeof(err)) < 0) {

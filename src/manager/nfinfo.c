@@ -18,6 +18,22 @@ void nfinfo_init(struct sl_nf_info *info, const char (*port_names)[SL_NAME_MAX],
 	__atomic_store_n(&info->magic, SL_ABI_MAGIC, __ATOMIC_RELEASE);
 }
 
+void nfinfo_set_port(struct sl_nf_info *info, uint32_t id, const char *name, uint32_t nports)
+{
+	if (id >= SL_INFO_PORTS_MAX)
+		return;
+	if (nports > SL_INFO_PORTS_MAX)
+		nports = SL_INFO_PORTS_MAX;
+	if (nports < info->port_count)
+		__atomic_store_n(&info->port_count, nports, __ATOMIC_RELEASE);
+	char n[SL_NAME_MAX] = { 0 };
+	if (name)
+		memcpy(n, name, strnlen(name, SL_NAME_MAX - 1));
+	memcpy(info->port_name[id], n, SL_NAME_MAX);
+	if (nports >= info->port_count)
+		__atomic_store_n(&info->port_count, nports, __ATOMIC_RELEASE);
+}
+
 static int name_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||

@@ -16,6 +16,13 @@
 /* Fill a zeroed page: magic, counters_max, and `nports` port names (at most SL_INFO_PORTS_MAX). */
 void nfinfo_init(struct sl_nf_info *info, const char (*port_names)[SL_NAME_MAX], uint32_t nports);
 
+/* Name (or, name NULL, unname) port `id` in a page nfinfo_init filled, and make `nports` the page's
+ * port_count: a port added or deleted while the NF is attached. The SDK copies the names once, when
+ * CONNECTED arrives (take_info), so an NF attached earlier keeps the table it saw; the page is kept
+ * true for what reads it later. Ordered for a reader copying at the same moment: a growing count is
+ * stored after the name, a shrinking one before the name goes. */
+void nfinfo_set_port(struct sl_nf_info *info, uint32_t id, const char *name, uint32_t nports);
+
 /* Copy the NF's counters out of `info`, which the NF may have filled with anything: at most
  * min(counters_used, SL_COUNTERS_MAX, max) entries; every name NUL-terminated and made of
  * [A-Za-z0-9_.:-] (other bytes dropped); entries whose name ends up empty are skipped. Returns the

@@ -21,6 +21,17 @@
 
 #define PORT_IDX(p) ((unsigned)((p) - M.ports))
 
+/* What an error names: the config's ports[i] (a config port), or the port_add request's field. */
+static const char *port_where(const struct port *p, bool vdev)
+{
+	static char w[96]; /* control thread only */
+	if (p->runtime)
+		snprintf(w, sizeof(w), vdev ? "field 'vdev' (port %s)" : "port %s", p->name);
+	else
+		snprintf(w, sizeof(w), vdev ? "ports[%u].vdev (port %s)" : "ports[%u] (port %s)", PORT_IDX(p), p->name);
+	return w;
+}
+
 #define RX_DESC 1024
 #define TX_DESC 1024
 
@@ -29,8 +40,8 @@ static int pci_port_find(struct port *p, char *err, size_t errlen)
 {
 	snprintf(p->devname, sizeof(p->devname), "%s", p->vdev + 4);
 	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): PCI device %s was not probed by DPDK (is it bound to vfio-pci?)",
-			 PORT_IDX(p), p->name, p->devname);
+		snprintf(err, errlen, "%s: PCI device %s was not probed by DPDK (is it bound to vfio-pci?)",
+			 port_where(p, true), p->devname);
 		return -1;
 	}
 	p->probed = true;
@@ -132,8 +143,8 @@ static int af_packet_args(struct port *p, const char *args, uint32_t room, char 
 	snprintf(args_out, outlen, "%s", args);
 	if (!have_frame && room > SL_DATA_ROOM) {
 		if (have_block) {
-			snprintf(err, errlen, "ports[%u].vdev (port %s): blocksz= without framesz=: give both, or neither "
-				 "(sluiced sizes them for buffer_size %u)", PORT_IDX(p), p->name, room);
+			snprintf(err, errlen, "%s: blocksz= without framesz=: give both, or neither "
+				 "(sluiced sizes them for buffer_size %u)", port_where(p, true), room);
 			return -1;
 		}
 		afp_pick(room, page, &framesz, &blocksz);
@@ -143,20 +154,20 @@ static int af_packet_args(struct port *p, const char *args, uint32_t room, char 
 		    p->name, framesz, blocksz, room);
 	}
 	if (framesz < AFP_MAC_OFF + 64 || framesz % 16) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): framesz=%u: must be a multiple of 16, at least %u",
-			 PORT_IDX(p), p->name, framesz, AFP_MAC_OFF + 64);
+		snprintf(err, errlen, "%s: framesz=%u: must be a multiple of 16, at least %u",
+			 port_where(p, true), framesz, AFP_MAC_OFF + 64);
 		return -1;
 	}
 	if (framesz - AFP_SLOT_HDR > room) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): framesz=%u needs buffers of at least %u bytes of data, "
+		snprintf(err, errlen, "%s: framesz=%u needs buffers of at least %u bytes of data, "
 			 "sluiced.buffer_size is %u: raise buffer_size or lower framesz (or drop it: sluiced picks one)",
-			 PORT_IDX(p), p->name, framesz, framesz - AFP_SLOT_HDR, room);
+			 port_where(p, true), framesz, framesz - AFP_SLOT_HDR, room);
 		return -1;
 	}
 	if (!blocksz || blocksz % page || blocksz % framesz || !framecnt || framecnt % (blocksz / framesz)) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): blocksz=%u must be a multiple of the page size (%u) and "
+		snprintf(err, errlen, "%s: blocksz=%u must be a multiple of the page size (%u) and "
 			 "of framesz=%u, and framecnt=%u a multiple of blocksz / framesz (the PMD reads slot i at i * framesz)",
-			 PORT_IDX(p), p->name, blocksz, page, framesz, framecnt);
+			 port_where(p, true), blocksz, page, framesz, framecnt);
 		return -1;
 	}
 	p->max_frame = framesz - AFP_MAC_OFF;
@@ -168,10 +179,10 @@ static int af_packet_args(struct port *p, const char *args, uint32_t room, char 
 			if (f - AFP_MAC_OFF >= mtu + 18u)
 				break;
 		}
-		snprintf(err, errlen, "ports[%u].vdev (port %s): interface %s has MTU %u (frames up to %u bytes) but "
+		snprintf(err, errlen, "%s: interface %s has MTU %u (frames up to %u bytes) but "
 			 "AF_PACKET frames of %u bytes (framesz) hold frames up to %u: the kernel would truncate longer ones. "
 			 "Set sluiced.buffer_size to at least %u%s, or lower the interface's MTU",
-			 PORT_IDX(p), p->name, iface, mtu, mtu + 18u, framesz, p->max_frame,
+			 port_where(p, true), iface, mtu, mtu + 18u, framesz, p->max_frame,
 			 need < SL_DATA_ROOM_MIN ? SL_DATA_ROOM_MIN : need,
 			 have_frame ? " and framesz to match" : " (sluiced then sizes framesz)");
 		return -1;
@@ -240,7 +251,7 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 	char *comma = strchr(p->vdev, ',');
 	size_t nlen = comma ? (size_t)(comma - p->vdev) : strlen(p->vdev);
 	if (nlen == 0 || nlen >= sizeof(p->devname)) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): bad device name in '%s'", PORT_IDX(p), p->name, p->vdev);
+		snprintf(err, errlen, "%s: bad device name in '%s'", port_where(p, true), p->vdev);
 		return -1;
 	}
 	memcpy(p->devname, p->vdev, nlen);
@@ -258,7 +269,7 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 
 	rc = rte_vdev_init(p->devname, args);
 	if (rc != 0) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): DPDK could not create '%s' (%s)", PORT_IDX(p), p->name, p->vdev,
+		snprintf(err, errlen, "%s: DPDK could not create '%s' (%s)", port_where(p, true), p->vdev,
 			 rc == -EEXIST ? "device name already used"
 			 : rc == -1    ? "the driver refused it: check the device arguments; DPDK's message above says why"
 				       : rte_strerror(-rc));
@@ -266,7 +277,7 @@ int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen
 	}
 	p->probed = true;
 	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
-		snprintf(err, errlen, "ports[%u].vdev (port %s): '%s' is not an ethdev", PORT_IDX(p), p->name, p->devname);
+		snprintf(err, errlen, "%s: '%s' is not an ethdev", port_where(p, true), p->devname);
 		goto fail;
 	}
 configure:;
@@ -274,7 +285,7 @@ configure:;
 	memset(&conf, 0, sizeof(conf));
 	struct rte_eth_dev_info info;
 	if (rte_eth_dev_info_get(p->port_id, &info) != 0) {
-		snprintf(err, errlen, "ports[%u] (port %s): cannot read device info", PORT_IDX(p), p->name);
+		snprintf(err, errlen, "%s: cannot read device info", port_where(p, false));
 		goto fail;
 	}
 	/* A PMD that hands over frames whose 802.1Q tag the kernel stripped (net_af_packet) puts the
@@ -288,7 +299,7 @@ configure:;
 	uint16_t mtu = port_mtu(&info, room);
 	conf.rxmode.mtu = mtu;
 	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
-		snprintf(err, errlen, "ports[%u] (port %s): configure failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "%s: configure failed: %s", port_where(p, false), rte_strerror(-rc));
 		goto fail;
 	}
 	if (mtu && (rc = rte_eth_dev_set_mtu(p->port_id, mtu)) != 0 && rc != -ENOTSUP)
@@ -306,7 +317,7 @@ configure:;
 		p->own_pool = rte_pktmbuf_pool_create(pname, 2u * nrx + 1024, 256, sizeof(struct mbuf_priv),
 						      SL_BUF_SIZE, socket < 0 ? (int)rte_socket_id() : socket);
 		if (!p->own_pool) {
-			snprintf(err, errlen, "ports[%u] (port %s): its private mbuf pool: %s", PORT_IDX(p), p->name,
+			snprintf(err, errlen, "%s: its private mbuf pool: %s", port_where(p, false),
 				 rte_strerror(rte_errno));
 			goto fail;
 		}
@@ -314,15 +325,15 @@ configure:;
 		pool = p->own_pool;
 	}
 	if ((rc = rte_eth_rx_queue_setup(p->port_id, 0, nrx, socket < 0 ? 0 : socket, NULL, pool)) != 0) {
-		snprintf(err, errlen, "ports[%u] (port %s): rx queue setup failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "%s: rx queue setup failed: %s", port_where(p, false), rte_strerror(-rc));
 		goto fail;
 	}
 	if ((rc = rte_eth_tx_queue_setup(p->port_id, 0, ntx, socket < 0 ? 0 : socket, NULL)) != 0) {
-		snprintf(err, errlen, "ports[%u] (port %s): tx queue setup failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "%s: tx queue setup failed: %s", port_where(p, false), rte_strerror(-rc));
 		goto fail;
 	}
 	if ((rc = rte_eth_dev_start(p->port_id)) != 0) {
-		snprintf(err, errlen, "ports[%u] (port %s): start failed: %s", PORT_IDX(p), p->name, rte_strerror(-rc));
+		snprintf(err, errlen, "%s: start failed: %s", port_where(p, false), rte_strerror(-rc));
 		goto fail;
 	}
 	p->started = true;
@@ -331,8 +342,9 @@ configure:;
 		p->mtu = 0;
 	if (p->own_pool) /* af_xdp: its private pool's buffers */
 		p->max_frame = rte_pktmbuf_data_room_size(p->own_pool) - RTE_PKTMBUF_HEADROOM;
-	LOG("port %s: %s is DPDK port %u (%s), MTU %u, frames up to %u bytes", p->name, p->vdev, p->port_id,
-	    info.driver_name, p->mtu, p->max_frame);
+	if (!p->runtime) /* port_add logs its one line itself */
+		LOG("port %s: %s is DPDK port %u (%s), MTU %u, frames up to %u bytes", p->name, p->vdev, p->port_id,
+		    info.driver_name, p->mtu, p->max_frame);
 	return 0;
 fail:
 	port_close(p);
@@ -355,4 +367,51 @@ void port_close(struct port *p)
 		rte_mempool_free(p->own_pool);
 		p->own_pool = NULL;
 	}
+}
+
+uint32_t port_rx_discard(struct port *p, uint32_t max)
+{
+	struct rte_mbuf *m[SL_BURST];
+	uint32_t n = 0;
+	while (p->started && n < max) {
+		uint16_t k = rte_eth_rx_burst(p->port_id, 0, m, SL_BURST);
+		if (k == 0)
+			break;
+		rte_pktmbuf_free_bulk(m, k);
+		n += k;
+	}
+	return n;
+}
+
+unsigned ports_live(void)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < M.nports; i++)
+		n += M.ports[i].live;
+	return n;
+}
+
+unsigned port_free_id(void)
+{
+	for (unsigned i = 0; i < SL_MAX_PORTS; i++)
+		if (!M.ports[i].live && !M.ports[i].probed)
+			return i;
+	return SL_MAX_PORTS;
+}
+
+void port_forget(struct port *p)
+{
+	/* field by field: live (false) and inflight (0) are what a worker may still read of a free slot
+	 * (to_port), so they are not rewritten; a stale packet's no_path count may land in st */
+	p->name[0] = p->vdev[0] = p->devname[0] = '\0';
+	p->port_id = 0;
+	p->probed = p->started = p->pci = p->runtime = false;
+	memset(&p->st, 0, sizeof(p->st));
+	p->ntx = 0;
+	p->listed = false;
+	p->own_pool = NULL;
+	p->rx_copied = 0;
+	p->worker = 0;
+	p->max_frame = 0;
+	p->mtu = 0;
 }

@@ -237,6 +237,12 @@ struct port {
 	char devname[64];
 	uint16_t port_id; /* DPDK port id */
 	bool probed, started, pci;
+	bool runtime;     /* added by port_add (its errors name the request's field, not ports[i]) */
+	/* In use: polled and transmitted on. A config port is live from start-up; port_add makes a port
+	 * live, port_del dead, each through a worker command, so a worker never polls or sends on a
+	 * device being opened or closed. A packet for a dead port (an NF's OUT to a deleted port's id,
+	 * or one handed over before the port died) drops as no_path. Worker reads: acquire. */
+	bool live;
 	struct port_stats st;
 	/* TX staging, worker only */
 	uint16_t ntx;
@@ -256,6 +262,15 @@ struct port {
 int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen);
 /* Undo port_open. */
 void port_close(struct port *p);
+/* Receive and free what waits in a port's RX queue (at most `max` packets), so that buffers a PMD
+ * keeps there (net_ring: what was sent and never received) go back to the pool before port_close.
+ * Control thread, on a port no worker polls any more. Returns the count. */
+uint32_t port_rx_discard(struct port *p, uint32_t max);
+/* Make a closed port's slot free (no name, no counters) for a later port_add. Control thread. */
+void port_forget(struct port *p);
+/* Ports in use (live), and the lowest free port id (SL_MAX_PORTS: none). Control thread. */
+unsigned ports_live(void);
+unsigned port_free_id(void);
 
 /* ---- NFs and services ---- */
 
@@ -559,6 +574,10 @@ struct flow_stats {
 /* ---- worker commands (datapath.c) ---- */
 
 enum wcmd_type { WCMD_NF_ADD, WCMD_NF_REMOVE, WCMD_NF_DRAIN, WCMD_ROUTE_SET, WCMD_STEER_SET, WCMD_STOP,
+		 WCMD_PORT_ADD /* nf = port index: its worker starts polling and sending on it */,
+		 WCMD_PORT_DEL /* nf = port index, every other worker paused: result = NF-pinned flows
+		                * sending to it (then nothing changed), else it is dead, its staging sent
+		                * and its flows gone (drained = how many) */,
 		 WCMD_SYNC /* the other workers after a route or classifier swap: re-read, update pipes */,
 		 WCMD_PAUSE /* hold still until M.pause_epoch moves past c->nf (a pool audit runs on worker 0) */,
 		 WCMD_POOL_AUDIT /* arg: struct pool_audit (audit.c) */,
@@ -569,8 +588,9 @@ struct wcmd {
 	uint32_t nf;
 	struct route *route;     /* in: new route; out: the old one to free */
 	struct steer *steer;     /* STEER_SET in: new classifier; out: the old one to free */
-	uint32_t result;         /* NF_ADD: 0 ok; NF_REMOVE: buffers reclaimed */
-	uint32_t drained;        /* NF_REMOVE: descriptors the NF had returned, processed normally */
+	uint32_t result;         /* NF_ADD: 0 ok; NF_REMOVE: buffers reclaimed; PORT_DEL: pinned flows to it */
+	uint32_t drained;        /* NF_REMOVE: descriptors the NF had returned, processed normally;
+	                          * PORT_DEL: flow entries of packets from it, removed */
 	void *arg;               /* POOL_AUDIT: the audit to fill */
 	volatile int done;
 };
@@ -654,7 +674,8 @@ struct manager {
 	struct region region;       /* domain 0, "default": the ports' pool (regions[0] points here) */
 	struct region *regions[SL_MAX_DOMAINS]; /* by domain id; created in order, destroyed in reverse */
 	unsigned nregions;
-	unsigned nports;
+	unsigned nports;            /* port ids in use are below it: one past the highest id ever used
+	                             * (slots of deleted ports stay, not live: port_del) */
 	struct port ports[SL_MAX_PORTS];
 	uint32_t max_nfs;
 	struct nf *nfs;

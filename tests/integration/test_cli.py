@@ -31,7 +31,8 @@ nfs:
 
 SUBCOMMANDS = [
     ["up"], ["down"], ["status"], ["stats"], ["top"], ["chain"], ["chain", "set"], ["chain", "list"],
-    ["port"], ["port", "chain"], ["config"], ["config", "check"], ["config", "json"], ["api"], ["bench"],
+    ["port"], ["port", "chain"], ["port", "add"], ["port", "del"], ["port", "list"], ["config"],
+    ["config", "check"], ["config", "json"], ["api"], ["bench"],
     ["rule"], ["rule", "list"], ["rule", "add"], ["rule", "del"], ["rule", "load"], ["rule", "test"], ["flows"],
     ["service"], ["service", "list"], ["service", "set"], ["nf"], ["nf", "scale"],
 ]

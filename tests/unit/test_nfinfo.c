@@ -43,6 +43,29 @@ static void test_init(void)
 	free(p);
 }
 
+/* Ports added and deleted at runtime (port_add, port_del): names and count follow; the other names
+ * and ids stay. */
+static void test_set_port(void)
+{
+	struct sl_nf_info *p = page();
+	nfinfo_set_port(p, 3, "late", 4); /* added after the three */
+	CHECK_EQ(p->port_count, 4);
+	CHECK(!strcmp(p->port_name[3], "late") && !strcmp(p->port_name[2], "a-port-name-of-exactly-31-chars"));
+	nfinfo_set_port(p, 1, NULL, 4); /* a hole: ids above keep theirs */
+	CHECK_EQ(p->port_count, 4);
+	CHECK(p->port_name[1][0] == '\0' && !strcmp(p->port_name[3], "late") && !strcmp(p->port_name[0], "in"));
+	nfinfo_set_port(p, 3, NULL, 3); /* the last one goes: the count shrinks */
+	CHECK_EQ(p->port_count, 3);
+	CHECK(p->port_name[3][0] == '\0');
+	nfinfo_set_port(p, 1, "x-name-longer-than-the-31-bytes-a-name-has", 3); /* cut, terminated */
+	CHECK_EQ(strlen(p->port_name[1]), SL_NAME_MAX - 1);
+	nfinfo_set_port(p, SL_INFO_PORTS_MAX, "beyond", SL_INFO_PORTS_MAX + 1); /* outside the page: ignored */
+	CHECK_EQ(p->port_count, 3);
+	nfinfo_set_port(p, SL_INFO_PORTS_MAX - 1, "top", SL_INFO_PORTS_MAX + 9); /* count capped */
+	CHECK_EQ(p->port_count, SL_INFO_PORTS_MAX);
+	free(p);
+}
+
 static void test_counters_clean(void)
 {
 	struct sl_nf_info *p = page();
@@ -106,6 +129,7 @@ static void test_counters_hostile(void)
 int main(void)
 {
 	test_init();
+	test_set_port();
 	test_counters_clean();
 	test_counters_hostile();
 	printf("test_nfinfo: ok\n");

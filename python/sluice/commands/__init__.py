@@ -5,7 +5,8 @@ and the cmd_* functions the parsed arguments dispatch to:
     daemon    up, down, status      sluiced and the supervisor started by `sluice up`
     stats     stats                 counters and drop reasons
     top       top                   live rates
-    chains    chain, port chain     service chains and ports' ingress chains
+    chains    chain                 service chains
+    ports     port                  ports at runtime (add, del, list) and their ingress chains
     steering  rule, flows, service  steering rules, the flow table, replica policies
     nf        nf scale              NF replicas at runtime (through the supervisor)
     run       run, stack            programs' sockets through sluice-stackd (docs/sockets.md)

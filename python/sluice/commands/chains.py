@@ -1,4 +1,4 @@
-"""`sluice chain set|list` and `sluice port chain`: service chains and the ports' ingress chains (live)."""
+"""`sluice chain set|list`: service chains (live). The ports' ingress chains: `sluice port chain` (ports.py)."""
 
 from .. import config as sconfig
 from .common import EXIT_OK, EXIT_USAGE, add_common, client_for, die, print_json_raw, sub
@@ -37,17 +37,6 @@ def cmd_chain_list(args):
     return EXIT_OK
 
 
-def cmd_port_chain(args):
-    chain = None if args.chain in ("none", "-") else args.chain
-    with client_for(args) as c:
-        p = c.port_chain_set(args.port, chain)
-        if args.json:
-            print_json_raw(c)
-            return EXIT_OK
-    print(f"port {p.get('name')}: ingress chain {p.get('chain') or '(none: drop)'}")
-    return EXIT_OK
-
-
 def register(subs):
     s = sub(subs, "chain", "list or change service chains", "sluice chain set c2s --nfs count,fwd --exit server\n"
             "sluice chain list")
@@ -66,13 +55,3 @@ def register(subs):
     cl = sub(csubs, "list", "list chains", "sluice chain list\nsluice chain list --json")
     add_common(cl, json_flag=True)
     cl.set_defaults(func=cmd_chain_list)
-
-    s = sub(subs, "port", "change a port's ingress chain", "sluice port chain client c2s")
-    psubs = s.add_subparsers(dest="port_cmd", metavar="SUBCOMMAND")
-    psubs.required = True
-    pc = sub(psubs, "chain", "set the ingress chain of a port",
-             "sluice port chain client c2s\nsluice port chain client none   # drop everything from client")
-    add_common(pc, json_flag=True)
-    pc.add_argument("port", metavar="PORT")
-    pc.add_argument("chain", metavar="CHAIN", help="chain name, or 'none'")
-    pc.set_defaults(func=cmd_port_chain)
