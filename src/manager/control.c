@@ -1050,6 +1050,8 @@ static json_t *runtime_state(void)
 		json_array_append_new(svcs, json_pack("{s:s,s:s}", "name", M.services[i].name, "policy",
 						      svc_policy_names[M.services[i].policy]));
 	for (unsigned i = 0; i < M.nports; i++) {
+		if (!M.ports[i].live)
+			continue; /* deleted: replayed as a port_del */
 		json_t *p = j_port(i), *keep = json_object();
 		static const char *const keys[] = { "id", "name", "vdev", "chain", NULL };
 		for (unsigned k = 0; keys[k]; k++)
@@ -1132,10 +1134,13 @@ int ctl_runtime_replay(const char *path, char *err, size_t errlen)
 	/* services first, in id order: the ids NFs use for SL_ACT_TO_NF stay what they were */
 	json_array_foreach(svcs, i, v) {
 		json_t *n = json_object_get(v, "name");
-		if (!json_is_string(n) || service_get_or_create(json_string_value(n)) != (int)i) {
-			LOG("resume: services[%zu]: does not get id %zu back", i, i);
+		int id = json_is_string(n) ? service_get_or_create(json_string_value(n)) : -1;
+		if (id < 0) {
+			LOG("resume: services[%zu]: cannot create it", i);
 			failed++;
-		}
+		} else if (id != (int)i) /* a reload removed a service before it from config.json */
+			LOG("resume: warning: service %s has id %d now, %zu before the restart (an NF that keeps "
+			    "service ids must look it up again)", json_string_value(n), id, i);
 	}
 	/* ports added since (at their old ids), then chains, ingress chains and rules, then the ports
 	 * removed since (nothing refers to them any more) */
@@ -1156,7 +1161,7 @@ int ctl_runtime_replay(const char *path, char *err, size_t errlen)
 				      "ports: port_chain_set");
 	failed += replay_step(json_pack("{s:s,s:O}", "cmd", "rules_set", "rules", rules), "rules: rules_set");
 	for (unsigned p = M.nports; p-- > 0;)
-		if (!port_in(ports, M.ports[p].name))
+		if (M.ports[p].live && !port_in(ports, M.ports[p].name))
 			failed += replay_step(json_pack("{s:s,s:s}", "cmd", "port_del", "name", M.ports[p].name),
 					      "ports: port_del");
 	json_array_foreach(svcs, i, v)

@@ -576,11 +576,16 @@ def test_sluiced_death_restarts_it_and_the_nf_attaches_again(up, socket_dir):
     assert up(FWD).returncode == 0
     st = _state(socket_dir)
     nf_pid = st["nfs"][0]["pid"]
+    # runtime changes the new sluiced must replay (runtime.json): a port added at its id, a chain
+    from sluice.client import Client
+    with Client(str(socket_dir / "ctl.sock")) as c:
+        c.call("port_add", name="extra", vdev="net_null7", id=5)
+        c.call("chain_set", name="spare", nfs=["fwd"], exit="extra")
     os.kill(st["sluiced"]["pid"], signal.SIGKILL)
 
     def back():
         sd = _state(socket_dir)["sluiced"]
-        if sd["pid"] == st["sluiced"]["pid"]:
+        if sd["pid"] == st["sluiced"]["pid"] or sd["restarts"] != 1:  # restarts: once the new one answered
             return False
         try:
             nfs = _api(socket_dir, "nfs")["nfs"]
@@ -590,6 +595,9 @@ def test_sluiced_death_restarts_it_and_the_nf_attaches_again(up, socket_dir):
     assert _wait(back, 15), _state(socket_dir)
     assert _state(socket_dir)["sluiced"]["restarts"] == 1 and _state(socket_dir)["nfs"][0]["pid"] == nf_pid
     assert _wait(lambda: _dst_tx(_api(socket_dir, "stats")) > 0, 5)  # traffic flows again
+    ports = {p["name"]: p for p in _api(socket_dir, "ports")["ports"]}
+    assert ports["extra"]["id"] == 5 and ports["extra"]["vdev"] == "net_null7"
+    assert {"id": 1, "name": "spare", "nfs": ["fwd"], "exit": "extra"} in _api(socket_dir, "chains")["chains"]
     log = (socket_dir / "logs" / "supervisor.log").read_text()
     assert f"sluiced (pid {st['sluiced']['pid']}) killed by SIGKILL" in log and "sluiced restarted" in log
 
