@@ -29,6 +29,10 @@
 #define SLOTS    64
 #define REGION_BYTES (NBUF * BUF_SIZE)
 #define RING_MAP 4096
+/* with fm_info: the rings' memfd also holds an info page (counters), after the rings */
+#define INFO_OFF 4096
+#define RING_MAP_INFO (INFO_OFF + ((sizeof(struct sl_nf_info) + 4095) & ~(size_t)4095))
+static int fm_info;
 
 /* ---- fake manager ---- */
 
@@ -71,7 +75,7 @@ static void fm_close(struct fm *m)
 	if (m->region)
 		munmap(m->region, REGION_BYTES);
 	if (m->ringmem)
-		munmap(m->ringmem, RING_MAP);
+		munmap(m->ringmem, fm_info ? RING_MAP_INFO : RING_MAP);
 	unlink(m->path);
 }
 
@@ -158,9 +162,10 @@ static void fm_setup(struct fm *m)
 	CHECK(m->region_fd >= 0 && ftruncate(m->region_fd, REGION_BYTES) == 0);
 	m->region = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, m->region_fd, 0);
 	CHECK(m->region != MAP_FAILED);
+	size_t map = fm_info ? RING_MAP_INFO : RING_MAP;
 	m->ring_fd = memfd_create("sl-rings", MFD_CLOEXEC);
-	CHECK(m->ring_fd >= 0 && ftruncate(m->ring_fd, RING_MAP) == 0);
-	m->ringmem = mmap(NULL, RING_MAP, PROT_READ | PROT_WRITE, MAP_SHARED, m->ring_fd, 0);
+	CHECK(m->ring_fd >= 0 && ftruncate(m->ring_fd, (off_t)map) == 0);
+	m->ringmem = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, m->ring_fd, 0);
 	CHECK(m->ringmem != MAP_FAILED);
 	m->rx = (struct sl_ring *)m->ringmem;
 	m->tx = (struct sl_ring *)(m->ringmem + sl_ring_bytes(SLOTS));
@@ -181,7 +186,7 @@ static void fm_setup(struct fm *m)
 	for (int dir = 0; dir < 2; dir++) {
 		sl_msg_init(&msg, SL_MSG_ADD_RING);
 		msg.u.add_ring.offset = dir == SL_RING_RX ? 0 : sl_ring_bytes(SLOTS);
-		msg.u.add_ring.map_size = RING_MAP;
+		msg.u.add_ring.map_size = map;
 		msg.u.add_ring.index = (uint32_t)dir;
 		msg.u.add_ring.dir = (uint32_t)dir;
 		msg.u.add_ring.size = SLOTS;
@@ -193,12 +198,31 @@ static void fm_setup(struct fm *m)
 	msg.u.connected.nf_id = 42;
 	msg.u.connected.service_id = 7;
 	msg.u.connected.port_count = 2;
+	if (fm_info) {
+		struct sl_nf_info *info = (struct sl_nf_info *)(m->ringmem + INFO_OFF);
+		info->port_count = 2;
+		info->counters_max = SL_COUNTERS_MAX;
+		__atomic_store_n(&info->magic, SL_ABI_MAGIC, __ATOMIC_RELEASE);
+		msg.u.connected.info_offset = INFO_OFF;
+		msg.u.connected.info_size = sizeof(struct sl_nf_info);
+	}
 	fm_send(m, &msg, NULL, 0);
+}
+
+/* The fake manager's view of counter `name` in the info page (NULL: not registered). */
+static const struct sl_counter *fm_counter(const struct fm *m, const char *name)
+{
+	const struct sl_nf_info *info = (const struct sl_nf_info *)(m->ringmem + INFO_OFF);
+	for (uint32_t i = 0; i < info->counters_used; i++)
+		if (strcmp(info->counter[i].name, name) == 0)
+			return &info->counter[i];
+	return NULL;
 }
 
 /* ---- NF thread ---- */
 
 static uint32_t attach_timeout_ms = 2000;
+static uint32_t reattach_ms; /* nf_start's cfg.reattach_ms (0: the loop ends when the manager goes) */
 
 struct nf_thread {
 	struct sl_nf_config cfg;
@@ -252,6 +276,7 @@ static void nf_start(struct nf_thread *t, const struct fm *m, enum sl_wakeup w, 
 	t->cfg.wakeup = w;
 	t->cfg.spin_us = 50;
 	t->cfg.attach_timeout_ms = attach_timeout_ms;
+	t->cfg.reattach_ms = reattach_ms;
 	t->run = run;
 	CHECK_EQ(pthread_create(&t->th, NULL, nf_main, t), 0);
 }
@@ -462,6 +487,149 @@ static void test_manager_gone(enum sl_wakeup w)
 	CHECK_EQ(pthread_join(t.th, NULL), 0);
 	CHECK_EQ(t.run_rc, -SL_ERR_IO);
 	fm_close(&m);
+}
+
+/* ---- re-attach (docs/abi.md "Restarts") ---- */
+
+struct ra_thread {
+	struct sl_nf_config cfg;
+	int run_rc;
+	uint64_t *counter;          /* registered before the loop; must stay valid across re-attaches */
+	struct sl_nf_stats st;
+	struct sl_nf *nf;           /* published once attached (atomic) */
+	pthread_t th;
+};
+
+/* Counts packets in an NF counter, and does what `handler` does to them. */
+static void counting_handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
+{
+	struct ra_thread *t = arg;
+	*t->counter += n;
+	handler(nf, pkts, n, NULL);
+}
+
+static void *ra_main(void *arg)
+{
+	struct ra_thread *t = arg;
+	struct sl_nf *nf = NULL;
+	CHECK_EQ(sl_nf_attach(&t->cfg, &nf), 0);
+	t->counter = sl_nf_counter(nf, "packets");
+	CHECK(t->counter != NULL);
+	*t->counter = 1000;
+	__atomic_store_n(&t->nf, nf, __ATOMIC_RELEASE);
+	t->run_rc = sl_nf_run(nf, counting_handler, t);
+	sl_nf_get_stats(nf, &t->st);
+	sl_nf_detach(nf);
+	return NULL;
+}
+
+/* A manager that comes back at the same socket path. */
+static void fm_listen_at(struct fm *m, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memset(m, 0, sizeof(*m));
+	m->cfd = m->region_fd = m->ring_fd = m->efd_rx = m->efd_tx = -1;
+	snprintf(m->path, sizeof(m->path), "%s", path);
+	unlink(m->path);
+	memcpy(sa.sun_path, m->path, strlen(m->path) + 1);
+	m->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(m->lfd >= 0);
+	CHECK(bind(m->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	CHECK(listen(m->lfd, 4) == 0);
+}
+
+/* The manager dies (or restarts: code SL_ERR_RESTART) and a new one appears at the same path: the NF
+ * attaches again by itself, its handler and counter pointer unchanged, the counter's value carried
+ * into the new info page, packets flowing through the new rings. */
+static void test_reattach(enum sl_wakeup w, int code)
+{
+	struct fm m;
+	struct ra_thread t;
+	char path[108];
+	fm_info = 1;
+	fm_listen(&m);
+	snprintf(path, sizeof(path), "%s", m.path);
+	memset(&t, 0, sizeof(t));
+	sl_nf_config_default(&t.cfg);
+	snprintf(t.cfg.socket_path, sizeof(t.cfg.socket_path), "%s", path);
+	snprintf(t.cfg.name, sizeof(t.cfg.name), "test.0");
+	snprintf(t.cfg.service, sizeof(t.cfg.service), "test");
+	t.cfg.wakeup = w;
+	t.cfg.spin_us = 50;
+	t.cfg.attach_timeout_ms = attach_timeout_ms;
+	t.cfg.reattach_ms = 5000;
+	CHECK_EQ(pthread_create(&t.th, NULL, ra_main, &t), 0);
+	fm_accept(&m);
+	fm_hello(&m);
+	fm_expect_init(&m, "test.0", w);
+	fm_setup(&m);
+	while (__atomic_load_n(&t.nf, __ATOMIC_ACQUIRE) == NULL)
+		usleep(100);
+	fm_traffic(&m, 100, 0);
+	CHECK_EQ(fm_counter(&m, "packets")->value, 1100);
+	uint64_t *before = t.counter;
+
+	/* the manager goes: killed (the socket closes) or restarting (DISCONNECT first) */
+	if (code == SL_ERR_RESTART)
+		fm_disconnect(&m, SL_ERR_RESTART);
+	fm_close(&m);
+	usleep(30000); /* the NF retries against a missing socket meanwhile */
+
+	struct fm m2;
+	fm_listen_at(&m2, path);
+	fm_accept(&m2);
+	fm_hello(&m2);
+	fm_expect_init(&m2, "test.0", w);
+	fm_setup(&m2);
+	fm_traffic(&m2, 50, 0);
+	CHECK(t.counter == before); /* the NF's pointer still counts, and the new page reports it */
+	CHECK_EQ(fm_counter(&m2, "packets")->value, 1150);
+	CHECK_EQ(fm_counter(&m2, "sdk.reattaches")->value, 1);
+	CHECK(fm_counter(&m2, "sdk.restart_lost") != NULL);
+	sl_nf_stop(__atomic_load_n(&t.nf, __ATOMIC_ACQUIRE));
+	CHECK_EQ(pthread_join(t.th, NULL), 0);
+	CHECK_EQ(t.run_rc, 0);
+	CHECK_EQ(t.st.reattaches, 1);
+	fm_expect_disconnect(&m2, SL_ERR_SHUTDOWN);
+	fm_close(&m2);
+	fm_info = 0;
+}
+
+/* Nobody comes back within reattach_ms: the loop returns the code; a refusal by the new manager
+ * (its DISCONNECT during the handshake) is final at once. */
+static void test_reattach_gives_up(void)
+{
+	for (int refuse = 0; refuse < 2; refuse++) {
+		struct fm m;
+		struct nf_thread t;
+		char path[108];
+		fm_listen(&m);
+		snprintf(path, sizeof(path), "%s", m.path);
+		reattach_ms = refuse ? 5000 : 200;
+		nf_start(&t, &m, SL_WAKE_BLOCK, handler);
+		reattach_ms = 0;
+		fm_accept(&m);
+		fm_hello(&m);
+		fm_expect_init(&m, "test.0", SL_WAKE_BLOCK);
+		fm_setup(&m);
+		nf_wait_attached(&t);
+		fm_close(&m);
+		if (refuse) {
+			struct fm m2;
+			fm_listen_at(&m2, path);
+			fm_accept(&m2);
+			fm_hello(&m2);
+			fm_expect_init(&m2, "test.0", SL_WAKE_BLOCK);
+			fm_disconnect(&m2, SL_ERR_PERM);
+			CHECK_EQ(pthread_join(t.th, NULL), 0);
+			CHECK_EQ(t.run_rc, -SL_ERR_PERM);
+			fm_close(&m2);
+		} else {
+			CHECK_EQ(pthread_join(t.th, NULL), 0);
+			CHECK_EQ(t.run_rc, -SL_ERR_IO);
+		}
+		CHECK_EQ(t.st.reattaches, 0);
+	}
 }
 
 /* SIGTERM ends the loop with 0 and the old handler is restored. */
@@ -762,6 +930,10 @@ int main(void)
 	test_manager_gone(SL_WAKE_BLOCK);
 	test_manager_gone(SL_WAKE_ADAPTIVE);
 	test_attach_errors();
+	test_reattach(SL_WAKE_POLL, SL_ERR_IO);
+	test_reattach(SL_WAKE_BLOCK, SL_ERR_RESTART);
+	test_reattach(SL_WAKE_ADAPTIVE, SL_ERR_IO);
+	test_reattach_gives_up();
 	test_strict_over_fd(SL_WAKE_POLL, 0);
 	test_strict_over_fd(SL_WAKE_BLOCK, 0);
 	test_strict_over_fd(SL_WAKE_ADAPTIVE, 0);
