@@ -198,3 +198,8 @@ def test_sigkill_of_sluiced_keeps_tcp_connection_nat_and_conntrack(two_ns, workd
         assert api(socket_dir, "pool_audit")["whole"]
     finally:
         sluice_cli(socket_dir, "down", check=False)
+    # under the ASan/UBSan build: no report from the sluiceds (old and new) or the re-attaching NFs
+    for log in (socket_dir / "logs").glob("*.log"):
+        reports = [ln for ln in log.read_text(errors="replace").splitlines()
+                   if "Sanitizer" in ln or "runtime error:" in ln]
+        assert not reports, f"{log.name}:\n" + "\n".join(reports[:20])
