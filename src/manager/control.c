@@ -174,6 +174,11 @@ static json_t *j_port_full(unsigned i)
 						     M.steer->poll_port[i]));
 	if (M.ports[i].own_pool) /* net_af_xdp: received into its own pool, copied into region 0 */
 		json_object_set_new(j, "rx_copied", json_integer((json_int_t)M.ports[i].rx_copied));
+	if (M.ports[i].pci) { /* docs/ports.md "PCI NICs" */
+		json_object_set_new(j, "dma_mapped", json_boolean(M.ports[i].dma_dev != NULL));
+		if (M.ports[i].tx_copy)
+			json_object_set_new(j, "tx_copied", json_integer((json_int_t)M.ports[i].tx_copied));
+	}
 	return j;
 }
 

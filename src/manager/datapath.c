@@ -467,9 +467,34 @@ static void doorbells(uint64_t now)
 	}
 }
 
+/* A PCI port that cannot DMA into the regions (port.c pci_dma_map failed) sends copies in buffers of
+ * its own pool; the region buffers go back at once. */
+static void tx_copy_out(struct port *p)
+{
+	uint16_t k = 0;
+	for (uint16_t i = 0; i < p->ntx; i++) {
+		struct rte_mbuf *m = p->tx[i], *c = rte_pktmbuf_alloc(p->own_pool);
+		if (c && rte_pktmbuf_append(c, (uint16_t)m->data_len)) {
+			rte_memcpy(rte_pktmbuf_mtod(c, uint8_t *), rte_pktmbuf_mtod(m, const uint8_t *), m->data_len);
+			c->ol_flags = m->ol_flags;
+			c->vlan_tci = m->vlan_tci;
+			p->tx[k++] = c;
+			p->tx_copied++;
+		} else {
+			if (c)
+				rte_pktmbuf_free(c);
+			W->st.drops.no_buffer++;
+		}
+		drop(m);
+	}
+	p->ntx = k;
+}
+
 static void flush_port(struct port *p, uint16_t pi)
 {
 	(void)pi;
+	if (unlikely(p->tx_copy))
+		tx_copy_out(p);
 	uint64_t bytes = 0;
 	for (uint16_t i = 0; i < p->ntx; i++)
 		bytes += p->tx[i]->pkt_len;

@@ -20,7 +20,10 @@
 #include <unistd.h>
 #include <linux/memfd.h>
 
+#include <rte_dev.h>
+#include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_memory.h>
 #include <rte_prefetch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
@@ -142,10 +145,13 @@ int region_create(struct region *r, uint8_t index, const char *name, uint32_t mb
 	}
 
 	/* Pinned external buffers: headers, ring and caches in sluiced's own memory; the data buffers
-	 * (headroom + data room, buf_size each, back to back) in the region. IOVA unknown: the
-	 * virtual PMDs never use it. */
-	struct rte_pktmbuf_extmem ext = { .buf_ptr = r->base, .buf_iova = RTE_BAD_IOVA, .buf_len = r->size,
-					  .elt_size = buf_size };
+	 * (headroom + data room, buf_size each, back to back) in the region. Their IOVA is their VA when
+	 * EAL runs IOVA as VA (a PCI NIC behind an IOMMU then DMAs there once region_dma_map mapped it);
+	 * with IOVA as PA it is unknown (the virtual PMDs never use it; a PCI port copies: port.c). */
+	r->iova_va = rte_eal_iova_mode() == RTE_IOVA_VA;
+	struct rte_pktmbuf_extmem ext = { .buf_ptr = r->base,
+					  .buf_iova = r->iova_va ? (rte_iova_t)(uintptr_t)r->base : RTE_BAD_IOVA,
+					  .buf_len = r->size, .elt_size = buf_size };
 	unsigned cache = mbufs / 8 < 256 ? mbufs / 8 : 256;
 	r->pool = rte_pktmbuf_pool_create_extbuf(pname, mbufs, cache, sizeof(struct mbuf_priv), (uint16_t)buf_size,
 						 (int)rte_socket_id(), &ext, 1);
@@ -181,9 +187,45 @@ fail:
 	return -1;
 }
 
+int region_dma_map(struct region *r, struct rte_device *dev, char *err, size_t errlen)
+{
+	if (!r->iova_va) {
+		snprintf(err, errlen, "EAL runs with IOVA as physical addresses (no IOMMU, or a driver that needs "
+			 "them): region %u has no device address", r->index);
+		return -1;
+	}
+	if (!r->extmem) {
+		if (rte_extmem_register(r->base, r->size, NULL, 0, r->page) != 0) {
+			snprintf(err, errlen, "rte_extmem_register of region %u (%zu bytes): %s", r->index, r->size,
+				 rte_strerror(rte_errno));
+			return -1;
+		}
+		r->extmem = true;
+	}
+	if (rte_dev_dma_map(dev, r->base, (uint64_t)(uintptr_t)r->base, r->size) != 0) {
+		snprintf(err, errlen, "rte_dev_dma_map of region %u on %s: %s", r->index, rte_dev_name(dev),
+			 rte_strerror(rte_errno));
+		return -1;
+	}
+	r->dma_maps++;
+	return 0;
+}
+
+void region_dma_unmap(struct region *r, struct rte_device *dev)
+{
+	if (r->dma_maps == 0)
+		return;
+	if (rte_dev_dma_unmap(dev, r->base, (uint64_t)(uintptr_t)r->base, r->size) == 0)
+		r->dma_maps--;
+}
+
 void region_destroy(struct region *r)
 {
 	region_stash_release(r);
+	if (r->extmem && r->base) { /* after every port is closed: no device maps it any more */
+		rte_extmem_unregister(r->base, r->size);
+		r->extmem = false;
+	}
 	if (r->pool) {
 		rte_mempool_free(r->pool);
 		r->pool = NULL;

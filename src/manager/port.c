@@ -49,6 +49,29 @@ static int pci_port_find(struct port *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* Map every trust domain's region for the PCI device's DMA (a packet of any domain may leave on any
+ * port; RX fills region 0). Returns 0, or -1 after undoing what it mapped and logging why: the port
+ * then receives into a private pool and the worker copies (port.rx_copied, tx_copied). */
+static int pci_dma_map(struct port *p, struct rte_device *dev)
+{
+	char why[256];
+	unsigned d;
+	for (d = 0; d < M.nregions; d++)
+		if (region_dma_map(M.regions[d], dev, why, sizeof(why)) < 0)
+			break;
+	if (d == M.nregions) {
+		p->dma_dev = dev;
+		LOG("port %s: %u packet region%s mapped for DMA by %s (IOVA = VA)", p->name, M.nregions,
+		    M.nregions == 1 ? "" : "s", p->devname);
+		return 0;
+	}
+	while (d-- > 0)
+		region_dma_unmap(M.regions[d], dev);
+	LOG("port %s: %s cannot DMA into the packet regions (%s): it receives into a private pool and every "
+	    "packet it sends or receives is copied (rx_copied, tx_copied)", p->name, p->devname, why);
+	return -1;
+}
+
 /* ---- frame sizes (docs/ports.md "Frame sizes, MTU and jumbo frames") ----
  *
  * A port receives into region 0, whose buffers hold `data room` bytes (sluiced.buffer_size) of one
@@ -307,7 +330,9 @@ configure:;
 	uint16_t nrx = RX_DESC, ntx = TX_DESC;
 	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nrx, &ntx);
 	int socket = rte_eth_dev_socket_id(p->port_id);
-	if (!strcmp(info.driver_name, "net_af_xdp")) {
+	if (p->pci && pci_dma_map(p, info.device) < 0)
+		p->tx_copy = true; /* ... and receives into its own pool, below */
+	if (!strcmp(info.driver_name, "net_af_xdp") || p->tx_copy) {
 		/* net_af_xdp registers the RX pool's memory as its umem and has the kernel write each frame
 		 * right after the mbuf header: it cannot receive into a region, whose pool keeps headers
 		 * apart from the data (hole 5). It gets a private pool; the worker copies what it receives
@@ -356,6 +381,11 @@ void port_close(struct port *p)
 	if (p->started) {
 		rte_eth_dev_stop(p->port_id);
 		p->started = false;
+	}
+	if (p->dma_dev) { /* teardown twin of pci_dma_map, while the device is still open */
+		for (unsigned d = 0; d < M.nregions; d++)
+			region_dma_unmap(M.regions[d], p->dma_dev);
+		p->dma_dev = NULL;
 	}
 	if (p->probed) {
 		rte_eth_dev_close(p->port_id);
@@ -411,6 +441,9 @@ void port_forget(struct port *p)
 	p->listed = false;
 	p->own_pool = NULL;
 	p->rx_copied = 0;
+	p->dma_dev = NULL;
+	p->tx_copy = false;
+	p->tx_copied = 0;
 	p->worker = 0;
 	p->max_frame = 0;
 	p->mtu = 0;

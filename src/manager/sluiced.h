@@ -142,6 +142,7 @@ struct mbuf_priv {
 };
 _Static_assert(sizeof(struct mbuf_priv) % 8 == 0, "mbuf private area: RTE_MBUF_PRIV_ALIGN");
 
+struct rte_device; /* rte_dev.h: a PCI device a region is mapped for */
 #define REGION_STASH 32
 struct region {
 	int fd;               /* memfd (mode 0600), sent to the domain's rw NFs */
@@ -180,6 +181,11 @@ struct region {
 	size_t file_size;
 	uint64_t nonce;
 	size_t pipe_slot;    /* bytes per NF id */
+	/* PCI NICs (docs/ports.md "PCI NICs"): the region registered with DPDK as external memory and
+	 * mapped for DMA on each PCI device, at IOVA = VA (EAL's IOVA mode VA: VFIO with an IOMMU) */
+	bool iova_va;        /* the pool's buffers carry their VA as IOVA */
+	bool extmem;         /* rte_extmem_register done */
+	uint16_t dma_maps;   /* devices it is mapped on */
 };
 
 /* Size memfd `fd` to the power of two a guest's ivshmem BAR needs for `data_size` bytes, and write a
@@ -194,6 +200,11 @@ int region_create(struct region *r, uint8_t index, const char *name, uint32_t mb
 		  bool huge);
 /* Undo region_create; safe on a partly created region. */
 void region_destroy(struct region *r);
+/* Map region r for DMA by PCI device dev (rte_extmem_register once, then rte_dev_dma_map at IOVA =
+ * VA). Returns 0, or -1 with err saying why (IOVA as PA, no IOMMU, the device refused). */
+int region_dma_map(struct region *r, struct rte_device *dev, char *err, size_t errlen);
+/* Undo region_dma_map for dev (before the device is closed); quiet when it was not mapped. */
+void region_dma_unmap(struct region *r, struct rte_device *dev);
 /* A copy of m's data in a fresh buffer of region r (same headroom, length, port); NULL when r's
  * pool is empty. m is untouched (the caller frees it). Worker context. */
 struct rte_mbuf *region_copy_in(struct region *r, const struct rte_mbuf *m, unsigned worker);
@@ -252,6 +263,11 @@ struct port {
 	 * receives into a private pool of its own; the worker copies each packet into region 0 */
 	struct rte_mempool *own_pool;
 	uint64_t rx_copied;
+	/* a PCI device: every region mapped for its DMA (dma_dev), or, where that failed, own_pool for RX
+	 * and a copy of what it sends (tx_copy, counted in tx_copied) -- docs/ports.md "PCI NICs" */
+	struct rte_device *dma_dev;
+	bool tx_copy;
+	uint64_t tx_copied;
 	uint8_t worker;     /* the worker that polls it and transmits on it (datapath.c "Workers") */
 	int32_t inflight;   /* packets other workers handed it, not yet sent on (atomic) */
 	uint32_t max_frame; /* longest frame (bytes, no FCS) it receives whole: the buffer or the PMD's limit */
