@@ -108,8 +108,10 @@ BUILD_GUEST := build-guest
 GUEST_MARCH := x86-64-v2
 guest-image: deps build
 	@test -f $(BUILD_GUEST)/build.ninja || meson setup $(BUILD_GUEST) -Dmarch=$(GUEST_MARCH)
-	ninja -C $(BUILD_GUEST) $$(ninja -C $(BUILD_GUEST) -t targets all | sed -n 's|^\(nfs/sluice-nf-[a-z0-9_-]*\): .*|\1|p')
+	ninja -C $(BUILD_GUEST) src/manager/sluiced tests/guest/sluice-ctl-relay \
+	  $$(ninja -C $(BUILD_GUEST) -t targets all | sed -n 's|^\(nfs/sluice-nf-[a-z0-9_-]*\): .*|\1|p')
 	bash scripts/guest-image.sh $(BUILD_GUEST) $(BUILD)/guest
+	bash scripts/guest-dpdk-overlay.sh $(BUILD_GUEST) $(BUILD)/guest
 
 # Never fails: without permission sluiced falls back to ordinary 4 KiB pages.
 hugepages:

@@ -362,6 +362,9 @@ configure:;
 		goto fail;
 	}
 	p->started = true;
+	/* a NIC keeps buffers in its rings: posted for RX, sent and not yet reclaimed on TX (the pool
+	 * audit counts them as in the device, up to this many) */
+	p->dev_bufs = p->pci ? (uint32_t)nrx + ntx : 0;
 	rte_eth_promiscuous_enable(p->port_id); /* not every PMD supports it */
 	if (rte_eth_dev_get_mtu(p->port_id, &p->mtu) != 0)
 		p->mtu = 0;
@@ -442,6 +445,7 @@ void port_forget(struct port *p)
 	p->own_pool = NULL;
 	p->rx_copied = 0;
 	p->dma_dev = NULL;
+	p->dev_bufs = 0;
 	p->tx_copy = false;
 	p->tx_copied = 0;
 	p->worker = 0;

@@ -266,6 +266,7 @@ struct port {
 	/* a PCI device: every region mapped for its DMA (dma_dev), or, where that failed, own_pool for RX
 	 * and a copy of what it sends (tx_copy, counted in tx_copied) -- docs/ports.md "PCI NICs" */
 	struct rte_device *dma_dev;
+	uint32_t dev_bufs;  /* a PCI port's RX and TX descriptors: buffers its device rings may hold */
 	bool tx_copy;
 	uint64_t tx_copied;
 	uint8_t worker;     /* the worker that polls it and transmits on it (datapath.c "Workers") */
