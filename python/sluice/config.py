@@ -88,13 +88,13 @@ def _parse_yaml(text, source):
     return data
 
 
-def load_string(text, base_dir=None, source="<string>", check_programs=True):
+def load_string(text, base_dir=None, source="<string>", check_programs=True, check_devices=None):
     """Parse YAML text, validate and return the normalized config dict."""
     data = _parse_yaml(text, source)
-    return normalize(data, base_dir=base_dir, check_programs=check_programs)
+    return normalize(data, base_dir=base_dir, check_programs=check_programs, check_devices=check_devices)
 
 
-def load_file(path, check_programs=True):
+def load_file(path, check_programs=True, check_devices=None):
     """Read, validate and normalize the YAML file at path. Relative NF program
     paths are resolved against the file's directory."""
     try:
@@ -105,7 +105,8 @@ def load_file(path, check_programs=True):
     except UnicodeDecodeError:
         raise ConfigError("", f"{path} is not UTF-8 text") from None
     base = os.path.dirname(os.path.abspath(path))
-    return load_string(text, base_dir=base, source=path, check_programs=check_programs)
+    return load_string(text, base_dir=base, source=path, check_programs=check_programs,
+                       check_devices=check_devices)
 
 
 # ----------------------------------------------------------------- validators
@@ -407,15 +408,103 @@ def _vdev_device(vdev):
     return vdev.split(",", 1)[0]
 
 
-def _port(v, path):
-    _mapping(v, path, ["name", "vdev", "chain"])
+# ports[].offloads (docs/ports.md "PCI NICs"); sluiced's port_offload_names
+PORT_OFFLOADS = ("rx_checksum", "vlan_strip", "vlan_insert")
+PORT_MTU_MIN, PORT_MTU_MAX = 68, 9600
+PORT_DESC_MIN, PORT_DESC_MAX = 64, 16384
+PORT_OPTIONS = ("rx_desc", "tx_desc", "mtu", "offloads")
+
+
+def _port(v, path, buffer_size=BUFFER_SIZE_DEFAULT):
+    _mapping(v, path, ["name", "vdev", "chain", *PORT_OPTIONS])
     for req in ("name", "vdev"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
     out = {"name": _name(v["name"], f"{path}.name"), "vdev": _vdev(v["vdev"], f"{path}.vdev"), "chain": None}
     if v.get("chain") is not None:
         out["chain"] = _name(v["chain"], f"{path}.chain")
+    for k in ("rx_desc", "tx_desc"):  # only when given: the JSON of a port without options is as before
+        if v.get(k) is not None:
+            out[k] = _pow2(v[k], f"{path}.{k}", PORT_DESC_MIN, PORT_DESC_MAX)
+    if v.get("mtu") is not None:
+        mtu = out["mtu"] = _int(v["mtu"], f"{path}.mtu", PORT_MTU_MIN, PORT_MTU_MAX)
+        if mtu + 18 > buffer_size:
+            need = -(-(mtu + 18) // BUFFER_SIZE_ALIGN) * BUFFER_SIZE_ALIGN
+            raise ConfigError(f"{path}.mtu", f"{mtu} needs frames of {mtu + 18} bytes (MTU + 14 bytes of Ethernet "
+                                             f"header + 4 of a VLAN tag), but a buffer holds {buffer_size} "
+                                             "(sluiced.buffer_size; a frame is carried in one buffer): set "
+                                             f"sluiced.buffer_size to at least {need}, or lower the MTU")
+    if v.get("offloads") is not None:
+        out["offloads"] = _offloads(v["offloads"], f"{path}.offloads")
     return out
+
+
+def _offloads(v, path):
+    if isinstance(v, str):
+        raise ConfigError(path, f"must be a list, e.g. [{v}] (got string)")
+    _list(v, path)
+    out = []
+    for i, o in enumerate(v):
+        if o == "tx_checksum":
+            raise ConfigError(f"{path}[{i}]", "tx_checksum is not offered yet: the device computes a checksum only "
+                                              "for packets whose mbuf asks for it, and NFs cannot ask (the descriptor "
+                                              "has no room for it); NFs fix checksums themselves (docs/ports.md "
+                                              "\"PCI NICs\")")
+        if not isinstance(o, str) or o not in PORT_OFFLOADS:
+            got = repr(o) if isinstance(o, str) else f"{_type_name(o)} {o!r}"
+            raise ConfigError(f"{path}[{i}]", f"must be one of {', '.join(PORT_OFFLOADS)} (got {got})")
+        if o in out:
+            raise ConfigError(f"{path}[{i}]", f"{o} is listed twice")
+        out.append(o)
+    return out
+
+
+def sysfs_root():
+    """The sysfs root: $SLUICE_SYSFS_ROOT (tests only: a fake tree), else /sys (sluiced reads the same)."""
+    return os.environ.get("SLUICE_SYSFS_ROOT") or "/sys"
+
+
+def _link_base(path):
+    try:
+        return os.path.basename(os.readlink(path))
+    except OSError:
+        return ""
+
+
+def pci_device_problem(bdf, root=None):
+    """Why the PCI device bdf ("0000:03:00.0") cannot be a DPDK port on this machine, from sysfs, or
+    None if it looks usable (bound to vfio-pci with an IOMMU group or vfio's no-IOMMU mode, or to
+    uio_pci_generic / igb_uio). The same reasons and words as sluiced (src/manager/pcisys.c)."""
+    root = root or sysfs_root()
+    bdf = bdf.lower()
+    dev = f"{root}/bus/pci/devices/{bdf}"
+    if not os.path.exists(dev):
+        return f"no PCI device {bdf} on this machine (nothing at {dev}; `lspci -D` lists the devices)"
+    drv, grp = _link_base(f"{dev}/driver"), _link_base(f"{dev}/iommu_group")
+    try:
+        with open(f"{root}/module/vfio/parameters/enable_unsafe_noiommu_mode") as f:
+            noiommu = f.read(1) in ("Y", "y", "1")
+    except OSError:
+        noiommu = False
+    uio = drv in ("uio_pci_generic", "igb_uio")
+    howto = (f"modprobe vfio-pci; echo vfio-pci > {root}/bus/pci/devices/{bdf}/driver_override; "
+             f"echo {bdf} > {root}/bus/pci/drivers_probe (or: dpdk-devbind.py -b vfio-pci {bdf})")
+    no_group = ("enable the IOMMU (intel_iommu=on or amd_iommu=on on the kernel command line) or vfio's "
+                "no-IOMMU mode")
+    if drv != "vfio-pci" and not uio:
+        if drv:
+            msg = (f"PCI device {bdf} is bound to {drv}, not vfio-pci (DPDK uses only devices bound to vfio-pci or "
+                   f"uio_pci_generic): unbind and bind it: echo {bdf} > {dev}/driver/unbind; {howto}")
+        else:
+            msg = (f"PCI device {bdf} is bound to no driver, not vfio-pci (DPDK uses only devices bound to "
+                   f"vfio-pci or uio_pci_generic): bind it: {howto}")
+        if not grp and not noiommu:
+            msg += f"; it has no IOMMU group either: {no_group} first"
+        return msg
+    if not uio and not grp and not noiommu:
+        return (f"PCI device {bdf} is bound to vfio-pci but has no IOMMU group: {no_group} (echo 1 > "
+                "/sys/module/vfio/parameters/enable_unsafe_noiommu_mode, then bind the device again)")
+    return None
 
 
 def _chain(v, path):
@@ -658,12 +747,14 @@ def _program(prog, path, base_dir):
 
 # -------------------------------------------------------------------- public
 
-def normalize(data, base_dir=None, check_programs=True):
+def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     """Validate a parsed config (dict) and return a new dict with every default
     filled in. Raises ConfigError naming the first bad field.
 
     check_programs: resolve each NF program (adds 'program_path'); off, only its
-    type is checked."""
+    type is checked. check_devices: check that each pci: port's device is on this machine and
+    usable by DPDK (sysfs: pci_device_problem); default: as check_programs (both are checks
+    against this machine)."""
     _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests", "stack"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
     if "stack" in data:
@@ -679,7 +770,14 @@ def normalize(data, base_dir=None, check_programs=True):
     if data.get("ports") is None:
         raise ConfigError("ports", "required (a list of at least one port)")
     ports = _list(data["ports"], "ports", 1, "port")
-    cfg["ports"] = [_port(p, f"ports[{i}]") for i, p in enumerate(ports)]
+    cfg["ports"] = [_port(p, f"ports[{i}]", cfg["sluiced"]["buffer_size"]) for i, p in enumerate(ports)]
+    if check_devices is None:
+        check_devices = check_programs
+    for i, p in enumerate(cfg["ports"]):  # against this machine: `config check --no-devices` skips it
+        if check_devices and p["vdev"].startswith("pci:"):
+            problem = pci_device_problem(p["vdev"][4:])
+            if problem:
+                raise ConfigError(f"ports[{i}].vdev", problem)
 
     chains = data.get("chains")
     chains = [] if chains is None else _list(chains, "chains")
@@ -823,9 +921,9 @@ def _known(idx):
     return " (known: " + ", ".join(sorted(idx)) + ")"
 
 
-def validate(data, base_dir=None, check_programs=True):
+def validate(data, base_dir=None, check_programs=True, check_devices=None):
     """Raise ConfigError if data is not a valid config; return None."""
-    normalize(data, base_dir=base_dir, check_programs=check_programs)
+    normalize(data, base_dir=base_dir, check_programs=check_programs, check_devices=check_devices)
 
 
 def instance_names(cfg):

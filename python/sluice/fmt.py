@@ -1,7 +1,18 @@
 """Text formatting shared by the commands: plain tables, counts, byte sizes, rates, durations and
 drop-reason maps. No I/O; every function returns a string (or a number for drops_total)."""
 
-__all__ = ["human_count", "human_bytes", "table", "drops_str", "drops_total", "duration", "rate", "mbps"]
+__all__ = ["human_count", "human_bytes", "table", "drops_str", "drops_total", "duration", "rate", "mbps", "link_str"]
+
+
+def link_str(link):
+    """A port object's `link` ({up, speed_mbps, duplex, autoneg}) -> 'up 10G full', 'down', '-'."""
+    if not link:
+        return "-"
+    if not link.get("up"):
+        return "down"
+    sp = link.get("speed_mbps")
+    speed = "" if sp is None else (f" {sp // 1000}G" if sp >= 1000 and sp % 1000 == 0 else f" {sp}M")
+    return f"up{speed} {link.get('duplex', '?')}"
 
 
 def human_count(n):

@@ -67,6 +67,19 @@ def plan(old, new, live):
         if cur is not None and cur["vdev"] != port["vdev"]:
             p.refused.append(f"ports[{i}].vdev: port '{port['name']}' is {cur['vdev']!r}; a port's device cannot "
                              "change live: remove it and add it under another name")
+        # device options (rx_desc, tx_desc, mtu, offloads) are set when sluiced opens the port
+        opts = {k: port[k] for k in ("rx_desc", "tx_desc", "mtu", "offloads") if k in port}
+        for k in opts if cur is None else sorted(set(opts) | set(cur.get("options") or {})):
+            if cur is None:
+                p.refused.append(f"ports[{i}].{k}: port '{port['name']}' would be added live, and ports added "
+                                 "live take sluiced's defaults: device options need `sluice down` and `up` again")
+                break
+            def norm(x):
+                return sorted(x) if isinstance(x, list) else x
+            if norm(opts.get(k)) != norm((cur.get("options") or {}).get(k)):
+                p.refused.append(f"ports[{i}].{k}: port '{port['name']}' runs with {k} "
+                                 f"{(cur.get('options') or {}).get(k, 'default')!r}; device options cannot change "
+                                 "live (`sluice down` and `up` again)")
 
     live_chains = _by_name(live["chains"])
     new_chains = _by_name(new["chains"])

@@ -20,6 +20,63 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
+const char *const port_offload_names[PORT_OFF__COUNT] = { "rx_checksum", "vlan_strip", "vlan_insert" };
+
+int port_opts_parse(json_t *v, const char *where, uint32_t room, struct port_opts *o, char *err, size_t errlen)
+{
+	memset(o, 0, sizeof(*o));
+	static const char *const desc[] = { "rx_desc", "tx_desc" };
+	for (int k = 0; k < 2; k++) {
+		json_t *d = json_object_get(v, desc[k]);
+		if (!d)
+			continue;
+		json_int_t x = json_is_integer(d) ? json_integer_value(d) : -1;
+		if (x < 64 || x > 16384 || (x & (x - 1)))
+			return fail(err, errlen, "%s.%s: must be a power of two 64..16384 (descriptors in the device's ring)",
+				    where, desc[k]);
+		*(k ? &o->tx_desc : &o->rx_desc) = (uint16_t)x;
+	}
+	json_t *m = json_object_get(v, "mtu");
+	if (m) {
+		json_int_t x = json_is_integer(m) ? json_integer_value(m) : -1;
+		if (x < 68 || x > 9600)
+			return fail(err, errlen, "%s.mtu: must be an integer 68..9600", where);
+		if ((uint32_t)x + 18 > room)
+			return fail(err, errlen, "%s.mtu: %lld needs frames of %lld bytes (MTU + 14 bytes of Ethernet header "
+				    "+ 4 of a VLAN tag), but a buffer holds %u (sluiced.buffer_size; a frame is carried in one "
+				    "buffer): set sluiced.buffer_size to at least %lld, or lower the MTU", where, (long long)x,
+				    (long long)x + 18, room, ((long long)x + 18 + SL_DATA_ROOM_ALIGN - 1) / SL_DATA_ROOM_ALIGN *
+				    SL_DATA_ROOM_ALIGN);
+		o->mtu = (uint16_t)x;
+	}
+	json_t *ol = json_object_get(v, "offloads");
+	if (ol) {
+		if (!json_is_array(ol))
+			return fail(err, errlen, "%s.offloads: must be a list of rx_checksum, vlan_strip, vlan_insert", where);
+		o->offloads_set = true;
+		size_t i;
+		json_t *x;
+		json_array_foreach(ol, i, x) {
+			const char *s = json_is_string(x) ? json_string_value(x) : "";
+			int b;
+			for (b = 0; b < PORT_OFF__COUNT && strcmp(s, port_offload_names[b]); b++)
+				;
+			if (b < PORT_OFF__COUNT) {
+				o->offloads |= (uint8_t)(1u << b);
+				continue;
+			}
+			if (!strcmp(s, "tx_checksum"))
+				return fail(err, errlen, "%s.offloads[%zu]: tx_checksum is not offered yet: the device computes a "
+					    "checksum only for packets whose mbuf asks for it, and NFs cannot ask (the descriptor "
+					    "has no room for it); NFs fix checksums themselves (docs/ports.md \"PCI NICs\")",
+					    where, i);
+			return fail(err, errlen, "%s.offloads[%zu]: unknown offload '%s' (rx_checksum, vlan_strip, vlan_insert)",
+				    where, i, s);
+		}
+	}
+	return 0;
+}
+
 const char *const svc_policy_names[SVC__COUNT] = { "flow", "least_loaded", "round_robin" };
 
 int svc_policy_parse(const char *s)
@@ -372,7 +429,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		fail(err, errlen, "ports: at most %d ports", SL_MAX_PORTS);
 		goto out;
 	}
-	static const char *const port_keys[] = { "name", "vdev", "chain", NULL };
+	static const char *const port_keys[] = { "name", "vdev", "chain", "rx_desc", "tx_desc", "mtu", "offloads", NULL };
 	size_t i;
 	json_t *v;
 	json_array_foreach(ports, i, v) {
@@ -404,6 +461,8 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			     where, p->vdev);
 			goto out;
 		}
+		if (port_opts_parse(v, where, c->buffer_size, &p->opts, err, errlen))
+			goto out;
 		if (find_port(c, p->name) >= 0) {
 			fail(err, errlen, "%s.name: duplicate port name '%s'", where, p->name);
 			goto out;

@@ -165,9 +165,85 @@ static json_t *j_port(unsigned i)
 			 (json_int_t)es.ierrors, "oerrors", (json_int_t)es.oerrors);
 }
 
+/* Link state (rte_eth_link_get_nowait: never waits for the device). */
+static json_t *j_link(const struct port *p)
+{
+	struct rte_eth_link l;
+	memset(&l, 0, sizeof(l));
+	if (rte_eth_link_get_nowait(p->port_id, &l) != 0)
+		return json_null();
+	return json_pack("{s:b,s:o,s:s,s:b}", "up", l.link_status == RTE_ETH_LINK_UP, "speed_mbps",
+			 l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN || l.link_speed == RTE_ETH_SPEED_NUM_NONE
+				 ? json_null() : json_integer((json_int_t)l.link_speed),
+			 "duplex", l.link_duplex == RTE_ETH_LINK_FULL_DUPLEX ? "full" : "half", "autoneg",
+			 l.link_autoneg == RTE_ETH_LINK_AUTONEG);
+}
+
+/* The PMD's extended statistics {name: value}: the nonzero ones, or all with the request's
+ * "xstats": true. Control thread only (docs/api.md "Ports"). */
+static bool xstats_all;
+static json_t *j_xstats(const struct port *p)
+{
+	json_t *o = json_object();
+	int n = rte_eth_xstats_get_names(p->port_id, NULL, 0);
+	if (n <= 0)
+		return o;
+	struct rte_eth_xstat_name *names = calloc((size_t)n, sizeof(*names));
+	struct rte_eth_xstat *vals = calloc((size_t)n, sizeof(*vals));
+	int nn = names ? rte_eth_xstats_get_names(p->port_id, names, (unsigned)n) : -1;
+	int nv = vals ? rte_eth_xstats_get(p->port_id, vals, (unsigned)n) : -1;
+	for (int k = 0; nn == n && nv == n && k < n; k++) /* a count that changed between the calls: none */
+		if (vals[k].id < (uint64_t)n && (xstats_all || vals[k].value))
+			json_object_set_new(o, names[vals[k].id].name, json_integer((json_int_t)vals[k].value));
+	free(names);
+	free(vals);
+	return o;
+}
+
+/* The offloads port_open enabled, by the config's names (vlan_strip also as sluiced's default). */
+static json_t *j_offloads(const struct port *p)
+{
+	json_t *a = json_array();
+	if (p->rx_offloads & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM))
+		json_array_append_new(a, json_string("rx_checksum"));
+	if (p->rx_offloads & RTE_ETH_RX_OFFLOAD_VLAN_STRIP)
+		json_array_append_new(a, json_string("vlan_strip"));
+	if (p->tx_offloads & RTE_ETH_TX_OFFLOAD_VLAN_INSERT)
+		json_array_append_new(a, json_string("vlan_insert"));
+	return a;
+}
+
+/* ports[].rx_desc, tx_desc, mtu, offloads as configured (only those given; `sluice reload` compares them) */
+static json_t *j_port_options(const struct port *p)
+{
+	json_t *o = json_object();
+	if (p->opts.rx_desc)
+		json_object_set_new(o, "rx_desc", json_integer(p->opts.rx_desc));
+	if (p->opts.tx_desc)
+		json_object_set_new(o, "tx_desc", json_integer(p->opts.tx_desc));
+	if (p->opts.mtu)
+		json_object_set_new(o, "mtu", json_integer(p->opts.mtu));
+	if (p->opts.offloads_set) {
+		json_t *a = json_array();
+		for (unsigned b = 0; b < PORT_OFF__COUNT; b++)
+			if (p->opts.offloads & (1u << b))
+				json_array_append_new(a, json_string(port_offload_names[b]));
+		json_object_set_new(o, "offloads", a);
+	}
+	return o;
+}
+
 static json_t *j_port_full(unsigned i)
 {
 	json_t *j = j_port(i);
+	const struct port *p = &M.ports[i];
+	json_object_set_new(j, "link", j_link(p));
+	json_object_set_new(j, "rx_desc", json_integer(p->nb_rx_desc));
+	json_object_set_new(j, "tx_desc", json_integer(p->nb_tx_desc));
+	json_object_set_new(j, "offloads", j_offloads(p));
+	json_object_set_new(j, "options", j_port_options(p));
+	json_object_set_new(j, "rx_csum_bad", json_integer((json_int_t)p->st.rx_csum_bad));
+	json_object_set_new(j, "xstats", j_xstats(p));
 	json_object_set_new(j, "malformed", json_integer((json_int_t)M.ports[i].st.malformed));
 	json_object_set_new(j, "worker", json_integer(M.ports[i].worker));
 	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 ||
@@ -941,6 +1017,7 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 	const char *c = json_string_value(cmd);
 	if (!strcmp(c, "status"))
 		return j_status();
+	xstats_all = json_is_true(json_object_get(req, "xstats")); /* ports, stats: every xstat, zeros too */
 	if (!strcmp(c, "ports"))
 		return ok_with("ports", j_ports());
 	if (!strcmp(c, "nfs"))

@@ -493,6 +493,10 @@ static void tx_copy_out(struct port *p)
 static void flush_port(struct port *p, uint16_t pi)
 {
 	(void)pi;
+	if (unlikely(p->vlan_insert)) /* ports[].offloads vlan_insert: the tag an explicit vlan_strip kept aside */
+		for (uint16_t i = 0; i < p->ntx; i++)
+			if (p->tx[i]->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED)
+				p->tx[i]->ol_flags |= RTE_MBUF_F_TX_VLAN;
 	if (unlikely(p->tx_copy))
 		tx_copy_out(p);
 	uint64_t bytes = 0;
@@ -2015,7 +2019,11 @@ int worker_main(void *arg)
 			uint16_t ok = 0;
 			for (uint16_t i = 0; i < n; i++) {
 				struct rte_mbuf *m = pkts[i];
-				rx_vlan_restore(m);
+				if (likely(!p->vlan_keep)) /* ports[].offloads vlan_strip: the tag stays aside */
+					rx_vlan_restore(m);
+				if (unlikely((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
+					     (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD))
+					p->st.rx_csum_bad++; /* rx_checksum: counted, delivered (docs/ports.md) */
 				bytes += m->pkt_len;
 				if (unlikely(m->nb_segs != 1)) { /* longer than a buffer: never truncated */
 					p->st.drop_too_long++;

@@ -18,6 +18,7 @@
 #include <rte_ethdev.h>
 
 #include "sluiced.h"
+#include "pcisys.h"
 
 #define PORT_IDX(p) ((unsigned)((p) - M.ports))
 
@@ -35,18 +36,118 @@ static const char *port_where(const struct port *p, bool vdev)
 #define RX_DESC 1024
 #define TX_DESC 1024
 
-/* A PCI port was probed by EAL from its allowlist (-a ADDR); find it. */
+/* A PCI port was probed by EAL from its allowlist (-a ADDR); find it, or say from sysfs why DPDK
+ * did not probe it (pcisys.c: absent, bound to another driver, no IOMMU group). */
 static int pci_port_find(struct port *p, char *err, size_t errlen)
 {
 	snprintf(p->devname, sizeof(p->devname), "%s", p->vdev + 4);
+	for (char *c = p->devname; *c; c++) /* sysfs and DPDK name it in lower case */
+		*c = (char)(*c >= 'A' && *c <= 'F' ? *c - 'A' + 'a' : *c);
 	if (rte_eth_dev_get_port_by_name(p->devname, &p->port_id) != 0) {
-		snprintf(err, errlen, "%s: PCI device %s was not probed by DPDK (is it bound to vfio-pci?)",
-			 port_where(p, true), p->devname);
+		char why[1024];
+		if (pcisys_diagnose(pcisys_root(), p->devname, why, sizeof(why)) < 0)
+			snprintf(err, errlen, "%s: %s", port_where(p, true), why);
+		else
+			snprintf(err, errlen, "%s: %s, but DPDK did not probe it as a network device: "
+				 "its log above says why", port_where(p, true), why);
 		return -1;
 	}
 	p->probed = true;
 	p->pci = true;
 	return 0;
+}
+
+/* ---- device options: ports[].rx_desc, tx_desc, mtu, offloads (docs/ports.md "PCI NICs") ---- */
+
+/* What an error about option `field` names: ports[i].FIELD (port P), or the request's field. */
+static const char *port_field(const struct port *p, const char *field)
+{
+	static char w[96]; /* control thread only */
+	if (p->runtime)
+		snprintf(w, sizeof(w), "field '%s' (port %s)", field, p->name);
+	else
+		snprintf(w, sizeof(w), "ports[%u].%s (port %s)", PORT_IDX(p), field, p->name);
+	return w;
+}
+
+/* Per PORT_OFF_* bit: RX or TX, and the flags it enables. rx_checksum takes whichever of the IPv4,
+ * TCP and UDP checks the device offers (virtio-net: TCP and UDP only), at least one. */
+static const struct {
+	bool tx;
+	uint64_t flags;
+} port_offload_flags[PORT_OFF__COUNT] = {
+	[0] = { false, RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM },
+	[1] = { false, RTE_ETH_RX_OFFLOAD_VLAN_STRIP },
+	[2] = { true, RTE_ETH_TX_OFFLOAD_VLAN_INSERT },
+};
+
+static bool offload_offered(const struct rte_eth_dev_info *info, unsigned b)
+{
+	uint64_t capa = port_offload_flags[b].tx ? info->tx_offload_capa : info->rx_offload_capa;
+	return (capa & port_offload_flags[b].flags) != 0;
+}
+
+/* The offloads to configure. Without ports[].offloads, as always: VLAN_STRIP where offered (the worker
+ * puts the tag back). With it, exactly those listed, each only if the device offers it: one it lacks
+ * refuses the port, naming the field and what the device offers. */
+static int port_offloads(struct port *p, const struct rte_eth_dev_info *info, struct rte_eth_conf *conf,
+			 char *err, size_t errlen)
+{
+	p->vlan_keep = p->vlan_insert = false;
+	if (!p->opts.offloads_set) {
+		if (info->rx_offload_capa & RTE_ETH_RX_OFFLOAD_VLAN_STRIP)
+			conf->rxmode.offloads |= RTE_ETH_RX_OFFLOAD_VLAN_STRIP;
+		return 0;
+	}
+	char offers[96] = "";
+	size_t n = 0;
+	for (unsigned b = 0; b < PORT_OFF__COUNT; b++)
+		if (offload_offered(info, b))
+			n += (size_t)snprintf(offers + n, sizeof(offers) - n, "%s%s", n ? ", " : "", port_offload_names[b]);
+	for (unsigned b = 0; b < PORT_OFF__COUNT; b++) {
+		if (!(p->opts.offloads & (1u << b)))
+			continue;
+		if (!offload_offered(info, b)) {
+			snprintf(err, errlen, "%s: the device (%s, driver %s) does not offer %s; it offers: %s",
+				 port_field(p, "offloads"), p->devname, info->driver_name, port_offload_names[b],
+				 n ? offers : "none of rx_checksum, vlan_strip, vlan_insert");
+			return -1;
+		}
+		uint64_t f = port_offload_flags[b].flags &
+			     (port_offload_flags[b].tx ? info->tx_offload_capa : info->rx_offload_capa);
+		if (port_offload_flags[b].tx)
+			conf->txmode.offloads |= f;
+		else
+			conf->rxmode.offloads |= f;
+	}
+	p->vlan_keep = p->opts.offloads & PORT_OFF_VLAN_STRIP;
+	p->vlan_insert = p->opts.offloads & PORT_OFF_VLAN_INSERT;
+	return 0;
+}
+
+/* ports[].mtu within what the device takes (its min_mtu..max_mtu). */
+static int port_mtu_check(const struct port *p, const struct rte_eth_dev_info *info, char *err, size_t errlen)
+{
+	if (!p->opts.mtu || (p->opts.mtu >= info->min_mtu && p->opts.mtu <= info->max_mtu))
+		return 0;
+	snprintf(err, errlen, "%s: %u: the device (%s, driver %s) takes an MTU of %u..%u", port_field(p, "mtu"),
+		 p->opts.mtu, p->devname, info->driver_name, info->min_mtu, info->max_mtu);
+	return -1;
+}
+
+/* The descriptor counts asked for (ports[].rx_desc, tx_desc; else RX_DESC, TX_DESC) as the device
+ * takes them (rte_eth_dev_adjust_nb_rx_tx_desc: its limits and alignment); a change is logged. */
+static void port_desc(struct port *p, uint16_t *nrx, uint16_t *ntx)
+{
+	uint16_t want_rx = p->opts.rx_desc ? p->opts.rx_desc : RX_DESC, want_tx = p->opts.tx_desc ? p->opts.tx_desc : TX_DESC;
+	*nrx = want_rx;
+	*ntx = want_tx;
+	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, nrx, ntx);
+	if ((p->opts.rx_desc || p->opts.tx_desc) && (*nrx != want_rx || *ntx != want_tx))
+		LOG("port %s: the device adjusted its descriptors: rx_desc %u -> %u, tx_desc %u -> %u (its limits)",
+		    p->name, want_rx, *nrx, want_tx, *ntx);
+	p->nb_rx_desc = *nrx;
+	p->nb_tx_desc = *ntx;
 }
 
 /* Map every trust domain's region for the PCI device's DMA (a packet of any domain may leave on any
@@ -314,12 +415,13 @@ configure:;
 	/* A PMD that hands over frames whose 802.1Q tag the kernel stripped (net_af_packet) puts the
 	 * tag back with rte_vlan_insert, which refuses our mbufs (their data is a pinned external buffer,
 	 * mem.c) and logs an error per frame. Where the PMD can, it leaves the tag in the mbuf instead
-	 * (VLAN_STRIP) and the worker puts it back (datapath.c rx_vlan_restore): NFs see the wire frame. */
-	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_VLAN_STRIP)
-		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_VLAN_STRIP;
+	 * (VLAN_STRIP) and the worker puts it back (datapath.c rx_vlan_restore): NFs see the wire frame.
+	 * ports[].offloads replaces that default (port_offloads). */
+	if (port_offloads(p, &info, &conf, err, errlen) < 0 || port_mtu_check(p, &info, err, errlen) < 0)
+		goto fail;
 	/* Jumbo buffers: an MTU that lets full-sized frames in (net_tap sets its kernel interface's;
 	 * net_pcap, net_ring, net_null take any length anyway; net_af_packet: framesz above) */
-	uint16_t mtu = port_mtu(&info, room);
+	uint16_t mtu = p->opts.mtu ? p->opts.mtu : port_mtu(&info, room);
 	conf.rxmode.mtu = mtu;
 	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
 		snprintf(err, errlen, "%s: configure failed: %s", port_where(p, false), rte_strerror(-rc));
@@ -327,8 +429,8 @@ configure:;
 	}
 	if (mtu && (rc = rte_eth_dev_set_mtu(p->port_id, mtu)) != 0 && rc != -ENOTSUP)
 		LOG("port %s: setting MTU %u failed (%s); the device keeps its own", p->name, mtu, rte_strerror(-rc));
-	uint16_t nrx = RX_DESC, ntx = TX_DESC;
-	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nrx, &ntx);
+	uint16_t nrx, ntx;
+	port_desc(p, &nrx, &ntx);
 	int socket = rte_eth_dev_socket_id(p->port_id);
 	if (p->pci && pci_dma_map(p, info.device) < 0)
 		p->tx_copy = true; /* ... and receives into its own pool, below */
@@ -365,11 +467,22 @@ configure:;
 	/* a NIC keeps buffers in its rings: posted for RX, sent and not yet reclaimed on TX (the pool
 	 * audit counts them as in the device, up to this many) */
 	p->dev_bufs = p->pci ? (uint32_t)nrx + ntx : 0;
+	p->rx_offloads = conf.rxmode.offloads;
+	p->tx_offloads = conf.txmode.offloads;
 	rte_eth_promiscuous_enable(p->port_id); /* not every PMD supports it */
 	if (rte_eth_dev_get_mtu(p->port_id, &p->mtu) != 0)
 		p->mtu = 0;
 	if (p->own_pool) /* af_xdp: its private pool's buffers */
 		p->max_frame = rte_pktmbuf_data_room_size(p->own_pool) - RTE_PKTMBUF_HEADROOM;
+	if (p->opts.rx_desc || p->opts.tx_desc || p->opts.mtu || p->opts.offloads_set) {
+		char ol[64] = "";
+		size_t n = 0;
+		for (unsigned b = 0; b < PORT_OFF__COUNT; b++)
+			if (p->opts.offloads & (1u << b))
+				n += (size_t)snprintf(ol + n, sizeof(ol) - n, "%s%s", n ? " " : "", port_offload_names[b]);
+		LOG("port %s: device options: %u RX and %u TX descriptors, MTU %u, offloads %s", p->name, p->nb_rx_desc,
+		    p->nb_tx_desc, p->mtu, p->opts.offloads_set ? (n ? ol : "none") : "default (vlan_strip where offered)");
+	}
 	if (!p->runtime) /* port_add logs its one line itself */
 		LOG("port %s: %s is DPDK port %u (%s), MTU %u, frames up to %u bytes", p->name, p->vdev, p->port_id,
 		    info.driver_name, p->mtu, p->max_frame);
@@ -451,4 +564,8 @@ void port_forget(struct port *p)
 	p->worker = 0;
 	p->max_frame = 0;
 	p->mtu = 0;
+	memset(&p->opts, 0, sizeof(p->opts));
+	p->nb_rx_desc = p->nb_tx_desc = 0;
+	p->rx_offloads = p->tx_offloads = 0;
+	p->vlan_keep = p->vlan_insert = false;
 }

@@ -44,10 +44,26 @@ _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the 
 
 /* ---- configuration (config.c) ---- */
 
+/* A port's device options (ports[].rx_desc, tx_desc, mtu, offloads; docs/ports.md "PCI NICs"). Zero /
+ * offloads_set false: sluiced's defaults (1024 descriptors, the MTU buffer_size implies, VLAN_STRIP
+ * where offered with the tag put back by the worker). */
+enum { PORT_OFF_RX_CSUM = 1u << 0, PORT_OFF_VLAN_STRIP = 1u << 1, PORT_OFF_VLAN_INSERT = 1u << 2, PORT_OFF__COUNT = 3 };
+extern const char *const port_offload_names[PORT_OFF__COUNT];
+struct port_opts {
+	uint16_t rx_desc, tx_desc; /* 64..16384, powers of two */
+	uint16_t mtu;              /* 68..9600, frames of mtu + 18 fit buffer_size */
+	bool offloads_set;         /* `offloads:` given: exactly these (an empty list: none) */
+	uint8_t offloads;          /* PORT_OFF_* */
+};
+/* Parse a port entry's options (config or port_add request) into o; `where` prefixes error fields
+ * ("ports[0]"); room: the buffers' data room (sluiced.buffer_size). 0 or -1 with err. */
+int port_opts_parse(json_t *v, const char *where, uint32_t room, struct port_opts *o, char *err, size_t errlen);
+
 struct cfg_port {
 	char name[SL_NAME_LEN];
 	char vdev[256];
 	char chain[SL_NAME_LEN]; /* ingress chain, "" = none */
+	struct port_opts opts;
 };
 
 struct cfg_chain {
@@ -240,6 +256,7 @@ struct port_stats {
 	uint64_t drop_tx_full, drop_no_path, drop_rx_invalid;
 	uint64_t drop_too_long; /* frames longer than one buffer (the PMD chained segments): drops.too_long */
 	uint64_t malformed; /* packets the steering parser refused (docs/steering.md) */
+	uint64_t rx_csum_bad; /* rx_checksum: frames the device found a bad IPv4/TCP/UDP checksum in (delivered) */
 };
 
 struct port {
@@ -273,6 +290,11 @@ struct port {
 	int32_t inflight;   /* packets other workers handed it, not yet sent on (atomic) */
 	uint32_t max_frame; /* longest frame (bytes, no FCS) it receives whole: the buffer or the PMD's limit */
 	uint16_t mtu;       /* the ethdev's MTU after start (af_packet: the kernel interface decides) */
+	struct port_opts opts;    /* as configured (port_open reads it) */
+	uint16_t nb_rx_desc, nb_tx_desc; /* descriptors after rte_eth_dev_adjust_nb_rx_tx_desc */
+	uint64_t rx_offloads, tx_offloads; /* what port_open enabled (RTE_ETH_*_OFFLOAD_*) */
+	bool vlan_keep;     /* explicit vlan_strip: the worker does not put the tag back (rx_vlan_restore) */
+	bool vlan_insert;   /* explicit vlan_insert: a stripped tag goes back on at TX (the device's) */
 };
 
 /* Probe, configure and start a port from its vdev string. Returns 0 or -1 with err. */

@@ -116,7 +116,8 @@ def test_huge_pages_yaml_booleans(text, expect):
 
 
 def test_pci_port_allowed():
-    n = sc.normalize({"ports": [{"name": "nic", "vdev": "pci:0000:03:00.1"}]})
+    # the device itself is checked against this machine's sysfs (test_pci_config.py); not here
+    n = sc.normalize({"ports": [{"name": "nic", "vdev": "pci:0000:03:00.1"}]}, check_devices=False)
     assert n["ports"][0]["vdev"] == "pci:0000:03:00.1"
 
 

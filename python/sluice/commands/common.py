@@ -28,9 +28,9 @@ def print_json_raw(client):
     print(client.last_raw)
 
 
-def load_config_or_exit(path, check_programs=True):
+def load_config_or_exit(path, check_programs=True, check_devices=None):
     try:
-        return sconfig.load_file(path, check_programs=check_programs), None
+        return sconfig.load_file(path, check_programs=check_programs, check_devices=check_devices), None
     except sconfig.ConfigError as e:
         return None, e
 

@@ -19,8 +19,13 @@ EXAMPLE_CONFIG = """\
 """
 
 
+def _check_devices(args):
+    return False if args.no_devices or args.no_programs else None
+
+
 def cmd_config_check(args):
-    cfg, err = load_config_or_exit(args.config, check_programs=not args.no_programs)
+    cfg, err = load_config_or_exit(args.config, check_programs=not args.no_programs,
+                                   check_devices=_check_devices(args))
     if err:
         print(f"config error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -31,7 +36,8 @@ def cmd_config_check(args):
 
 
 def cmd_config_json(args):
-    cfg, err = load_config_or_exit(args.config, check_programs=not args.no_programs)
+    cfg, err = load_config_or_exit(args.config, check_programs=not args.no_programs,
+                                   check_devices=_check_devices(args))
     if err:
         print(f"config error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -51,12 +57,16 @@ def register(subs):
                          "with its dotted path. Format:\n\n" + EXAMPLE_CONFIG.rstrip())
     fc.add_argument("config", metavar="CONFIG.yaml")
     fc.add_argument("--no-programs", action="store_true",
-                    help="do not check that NF programs exist (e.g. on another machine)")
+                    help="do not check that NF programs exist, nor PCI devices (e.g. on another machine)")
+    fc.add_argument("--no-devices", action="store_true",
+                    help="do not check that pci: ports' devices are here and bound to vfio-pci (sysfs)")
     fc.set_defaults(func=cmd_config_check)
     fj = sub(fsubs, "json", "print the normalized JSON config that `sluice up` hands to sluiced",
              "sluice config json sluice.yaml > /tmp/sluiced.json\n"
              "sluiced --config /tmp/sluiced.json --socket-dir /tmp/sl")
     fj.add_argument("config", metavar="CONFIG.yaml")
     fj.add_argument("--socket-dir", metavar="DIR", default=None, help="override sluiced.socket_dir")
-    fj.add_argument("--no-programs", action="store_true", help="do not check that NF programs exist")
+    fj.add_argument("--no-programs", action="store_true",
+                    help="do not check that NF programs exist, nor PCI devices")
+    fj.add_argument("--no-devices", action="store_true", help="do not check pci: ports' devices (sysfs)")
     fj.set_defaults(func=cmd_config_json)

@@ -6,7 +6,7 @@ import sys
 
 from .. import config as sconfig
 from ..client import socket_dir_default
-from ..fmt import drops_str, duration, human_bytes, human_count, table
+from ..fmt import drops_str, duration, human_bytes, human_count, link_str, table
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, add_common, client_for, die, load_config_or_exit, print_json_raw, sub
 
 
@@ -118,6 +118,7 @@ def cmd_status(args):
                 print(json.dumps(dict(json.loads(c.last_raw), guests=vms)))
             return EXIT_OK
         nfs = c.nfs()
+        ports = c.ports()
     print(f"sluiced {st.get('version', '?')}  pid {st.get('pid')}  up {duration(st.get('uptime_s'))}  "
           f"worker lcore {st.get('worker_lcore', '-')}")
     doms = st.get("domains") or []
@@ -136,6 +137,12 @@ def cmd_status(args):
         print(f"supervisor: pid {sp.get('pid')} ({'running' if alive else 'gone'})"
               + (f", config {state.get('config')}" if state.get("config") else ""))
         sup = {n["name"]: n for n in state.get("nfs", []) if n.get("kind") != "guest"}
+    if ports:  # link state and device settings (docs/ports.md "PCI NICs")
+        print()
+        print(table(["PORT", "VDEV", "LINK", "MTU", "DESC RX/TX", "OFFLOADS", "CHAIN"],
+                    [[p.get("name"), p.get("vdev"), link_str(p.get("link")), p.get("mtu"),
+                      f"{p.get('rx_desc', '-')}/{p.get('tx_desc', '-')}", ",".join(p.get("offloads") or []) or "-",
+                      p.get("chain") or "-"] for p in ports]))
     rows = []
     for nf in nfs:
         s = sup.pop(nf.get("name"), {})

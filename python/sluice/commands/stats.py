@@ -5,21 +5,26 @@ import json
 import sys
 
 from ..client import NotRunning, socket_dir_default
-from ..fmt import drops_str, human_bytes, table
+from ..fmt import drops_str, human_bytes, link_str, table
 from .common import EXIT_OK, add_common, client_for, print_json_raw, sub
 from .run import format_stack_stats, stack_stats_or_none
 
 
-def format_stats(st):
+def format_stats(st, xstats=False):
     out = []
     ports = st.get("ports", [])
     out.append("PORTS")
-    out.append(table(["NAME", "VDEV", "CHAIN", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES", "DROPS",
+    out.append(table(["NAME", "VDEV", "LINK", "CHAIN", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES", "DROPS",
                       "DEV MISSED"],
-                     [[p.get("name"), p.get("vdev"), p.get("chain") or "-", p.get("rx_pkts"),
+                     [[p.get("name"), p.get("vdev"), link_str(p.get("link")), p.get("chain") or "-", p.get("rx_pkts"),
                        human_bytes(p.get("rx_bytes")), p.get("tx_pkts"), human_bytes(p.get("tx_bytes")),
                        drops_str(p.get("drops")), (p.get("device") or {}).get("imissed", "-")]
                       for p in ports]))
+    if xstats:  # the device's extended statistics, nonzero ones (docs/api.md "Ports")
+        rows = [[p.get("name"), k, v] for p in ports for k, v in (p.get("xstats") or {}).items()]
+        out.append("")
+        out.append("PORT XSTATS (nonzero)")
+        out.append(table(["PORT", "XSTAT", "VALUE"], rows) if rows else "(none)")
     out.append("")
     out.append("NFS")
     nfs = st.get("nfs", [])
@@ -87,7 +92,8 @@ def cmd_stats(args):
     stack = stack_stats_or_none(args.socket_dir or socket_dir_default())
     try:
         with client_for(args) as c:
-            st = c.stats()
+            # --json --xstats: every xstat, zeros too (the request's "xstats": true)
+            st = c.call("stats", xstats=True) if args.json and args.xstats else c.stats()
             if args.json:
                 if stack is None:
                     print_json_raw(c)
@@ -101,7 +107,7 @@ def cmd_stats(args):
         print(f"sluice: {e}", file=sys.stderr)
         print(json.dumps({"stack": stack}) if args.json else format_stack_stats(stack))
         return EXIT_OK
-    print(format_stats(st))
+    print(format_stats(st, xstats=args.xstats))
     if stack is not None:
         print()
         print(format_stack_stats(stack))
@@ -116,4 +122,6 @@ def register(subs):
                         "serve`), also each program's sockets, bytes and throttling (`sluice stack stats`); "
                         "--json then adds its response as \"stack\".")
     add_common(s, json_flag=True)
+    s.add_argument("--xstats", action="store_true",
+                   help="also each port's nonzero device xstats (with --json: every xstat, zeros too)")
     s.set_defaults(func=cmd_stats)
