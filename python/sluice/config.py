@@ -407,14 +407,33 @@ def _vdev_device(vdev):
     return vdev.split(",", 1)[0]
 
 
+QUEUES_MAX = 8  # ports[].queues at most (sluiced.h SL_MAX_QUEUES)
+
+
+def _queues(v, path):
+    """ports[].queues: RX queues 1..8 (docs/ports.md "Multi-queue ports")."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= QUEUES_MAX:
+        raise ConfigError(path, f"must be 1..{QUEUES_MAX} (got {v!r})")
+    return v
+
+
 def _port(v, path):
-    _mapping(v, path, ["name", "vdev", "chain"])
+    _mapping(v, path, ["name", "vdev", "chain", "queues"])
     for req in ("name", "vdev"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
-    out = {"name": _name(v["name"], f"{path}.name"), "vdev": _vdev(v["vdev"], f"{path}.vdev"), "chain": None}
+    out = {"name": _name(v["name"], f"{path}.name"), "vdev": _vdev(v["vdev"], f"{path}.vdev"), "chain": None,
+           "queues": 1 if v.get("queues") is None else _queues(v["queues"], f"{path}.queues")}
     if v.get("chain") is not None:
         out["chain"] = _name(v["chain"], f"{path}.chain")
+    dev = _vdev_device(out["vdev"])
+    qpairs = _vdev_args(out["vdev"]).get("qpairs", "1")
+    if dev.startswith(("net_af_packet", "eth_af_packet")) and qpairs.isdigit() and int(qpairs) != out["queues"]:
+        # its qpairs sockets form one fanout group: the kernel spreads frames over all of them
+        raise ConfigError(f"{path}.queues", f"net_af_packet with qpairs={qpairs} receives on {qpairs} queues; "
+                                            f"set queues: {qpairs} (got {out['queues']})")
+    if dev.startswith("net_vhost") and out["queues"] != 1:
+        raise ConfigError(f"{path}.queues", f"net_vhost ports have one queue (got {out['queues']})")
     return out
 
 

@@ -372,7 +372,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		fail(err, errlen, "ports: at most %d ports", SL_MAX_PORTS);
 		goto out;
 	}
-	static const char *const port_keys[] = { "name", "vdev", "chain", NULL };
+	static const char *const port_keys[] = { "name", "vdev", "chain", "queues", NULL };
 	size_t i;
 	json_t *v;
 	json_array_foreach(ports, i, v) {
@@ -403,6 +403,15 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			fail(err, errlen, "%s.vdev: '%s' is neither a DPDK virtual device (net_*) nor pci:DDDD:BB:DD.F",
 			     where, p->vdev);
 			goto out;
+		}
+		json_t *q = json_object_get(v, "queues");
+		p->queues = 1;
+		if (q && !json_is_null(q)) {
+			if (!json_is_integer(q) || json_integer_value(q) < 1 || json_integer_value(q) > SL_MAX_QUEUES) {
+				fail(err, errlen, "%s.queues: must be 1..%d", where, SL_MAX_QUEUES);
+				goto out;
+			}
+			p->queues = (uint8_t)json_integer_value(q);
 		}
 		if (find_port(c, p->name) >= 0) {
 			fail(err, errlen, "%s.name: duplicate port name '%s'", where, p->name);
