@@ -95,6 +95,9 @@ def mq(net, sluice):  # noqa: F811
         chains=[{"name": "c2s", "nfs": ["fwd"], "exit": "b"}],
         nfs=["fwd"], workers=2, lcores="0,1,1")
     sluice.start(cfg)
+    # af_packet's qpairs must match queues (frames on an unpolled fanout socket would be lost)
+    r = sluice.request("port_add", name="a", vdev="net_af_packet0,iface=slt-mqa0,qpairs=2", chain="c2s")
+    assert not r.get("ok") and "field 'queues' (port a): net_af_packet has qpairs=2" in r["error"], r
     # a multi-queue port added at runtime, before the NFs attach (their placement follows its queues)
     p = sluice.ok("port_add", name="a", vdev="net_af_packet0,iface=slt-mqa0,qpairs=2,framecnt=4096",
                   chain="c2s", queues=2)["port"]
