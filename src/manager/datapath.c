@@ -1199,18 +1199,26 @@ uint32_t nf_reclaim(uint32_t id)
 	return n;
 }
 
+/* Instance lists: their writers (an NF's worker, adding or removing it) may be several workers when
+ * a service's replicas are spread (multi-queue ports), so they take the service's lock; readers
+ * (pick_instance) take none: ninst is published after the slot it counts, and a reader that sees an
+ * NF being removed by another worker hands the packet to that worker, which re-checks it
+ * (inbox_drain). A worker's own NFs change only in its own commands. */
 static void service_remove_instance(struct service *s, uint16_t id)
 {
+	rte_spinlock_lock(&s->inst_lock);
 	for (uint16_t i = 0; i < s->ninst; i++) {
 		if (s->inst[i] == id) {
-			s->inst[i] = s->inst[--s->ninst];
+			s->inst[i] = s->inst[s->ninst - 1];
+			__atomic_store_n(&s->ninst, (uint16_t)(s->ninst - 1), __ATOMIC_RELEASE);
 			s->nlocal[M.nfs[id].worker]--; /* run by its worker (command or fault): its own slot */
 			if (M.nfs[id].overloaded)
 				shared_add32(&s->noverloaded, (uint32_t)-1);
 			svc_saturation(s);
-			return;
+			break;
 		}
 	}
+	rte_spinlock_unlock(&s->inst_lock);
 }
 
 /* The NF `up` should pipe to, or -1 (the conditions in "Pipes" above). */
@@ -1472,12 +1480,16 @@ static void exec_cmd(struct wcmd *c)
 		c->result = 0;
 		nf->set = NF_SET_NONE;
 		nf->waiting = false;
+		rte_spinlock_lock(&s->inst_lock);
 		if (s->ninst >= SL_MAX_INSTANCES) {
+			rte_spinlock_unlock(&s->inst_lock);
 			c->result = 1;
 			break;
 		}
-		s->inst[s->ninst++] = (uint16_t)c->nf;
+		s->inst[s->ninst] = (uint16_t)c->nf;
+		__atomic_store_n(&s->ninst, (uint16_t)(s->ninst + 1), __ATOMIC_RELEASE); /* after its slot */
 		s->nlocal[W->index]++;
+		rte_spinlock_unlock(&s->inst_lock);
 		nf->overloaded = false;
 		svc_saturation(s);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = c->nf }; /* doorbells() */

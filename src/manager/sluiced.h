@@ -19,6 +19,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_acl.h>
+#include <rte_spinlock.h>
 #include <jansson.h>
 
 #include "sluice/abi.h"
@@ -394,6 +395,8 @@ struct service {
 	uint16_t ninst;                   /* worker writes */
 	uint16_t nlocal[SL_MAX_WORKERS];  /* instances worker w serves (worker w writes its own): flow
 	                                   * affinity, datapath.c pick_instance */
+	rte_spinlock_t inst_lock;         /* instance list writers: the replicas of a chain fed by a
+	                                   * multi-queue port are on several workers (readers take none) */
 	uint16_t inst[SL_MAX_INSTANCES];  /* NF ids, worker writes */
 	uint32_t noverloaded;             /* instances overloaded (workers: shared_add32) */
 	bool saturated;                   /* every instance overloaded: chains through it back off */
