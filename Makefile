@@ -23,6 +23,7 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
 
 # the data-path tests again with two workers: the NF library's own tests (what each NF does to a packet)
 # do not depend on the worker count and stay out, so that make test stays under 20 minutes
+# (test_multiqueue.py is not here: it sets workers: 2 itself, so the normal pass already runs it so)
 WORKERS_E2E := $(filter-out $(addprefix tests/integration/,test_nf_firewall.py test_nf_nat.py test_nf_router.py \
                test_nf_monitor.py test_nf_ids.py test_nf_lb.py test_nf_l2switch.py test_nf_ratelimit.py \
                test_stackd.py test_sockets.py::test_sock_calls test_sockets.py::test_epoll_model), $(ASAN_E2E)) \

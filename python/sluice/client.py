@@ -164,10 +164,12 @@ class Client:
     def port_chain_set(self, port, chain):
         return self.call("port_chain_set", port=port, chain=chain)["port"]
 
-    def port_add(self, name, vdev, chain=None, port_id=None):
+    def port_add(self, name, vdev, chain=None, port_id=None, queues=None):
         fields = {"name": name, "vdev": vdev, "chain": chain}
         if port_id is not None:
             fields["id"] = port_id
+        if queues is not None:
+            fields["queues"] = queues
         return self.call("port_add", **fields)["port"]
 
     def port_del(self, name):

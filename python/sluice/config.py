@@ -413,14 +413,23 @@ PORT_OFFLOADS = ("rx_checksum", "vlan_strip", "vlan_insert")
 PORT_MTU_MIN, PORT_MTU_MAX = 68, 9600
 PORT_DESC_MIN, PORT_DESC_MAX = 64, 16384
 PORT_OPTIONS = ("rx_desc", "tx_desc", "mtu", "offloads")
+QUEUES_MAX = 8  # ports[].queues at most (sluiced.h SL_MAX_QUEUES)
+
+
+def _queues(v, path):
+    """ports[].queues: RX queues 1..8 (docs/ports.md "Multi-queue ports")."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= QUEUES_MAX:
+        raise ConfigError(path, f"must be 1..{QUEUES_MAX} (got {v!r})")
+    return v
 
 
 def _port(v, path, buffer_size=BUFFER_SIZE_DEFAULT):
-    _mapping(v, path, ["name", "vdev", "chain", *PORT_OPTIONS])
+    _mapping(v, path, ["name", "vdev", "chain", "queues", *PORT_OPTIONS])
     for req in ("name", "vdev"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
-    out = {"name": _name(v["name"], f"{path}.name"), "vdev": _vdev(v["vdev"], f"{path}.vdev"), "chain": None}
+    out = {"name": _name(v["name"], f"{path}.name"), "vdev": _vdev(v["vdev"], f"{path}.vdev"), "chain": None,
+           "queues": 1 if v.get("queues") is None else _queues(v["queues"], f"{path}.queues")}
     if v.get("chain") is not None:
         out["chain"] = _name(v["chain"], f"{path}.chain")
     for k in ("rx_desc", "tx_desc"):  # only when given: the JSON of a port without options is as before
@@ -436,6 +445,14 @@ def _port(v, path, buffer_size=BUFFER_SIZE_DEFAULT):
                                              f"sluiced.buffer_size to at least {need}, or lower the MTU")
     if v.get("offloads") is not None:
         out["offloads"] = _offloads(v["offloads"], f"{path}.offloads")
+    dev = _vdev_device(out["vdev"])
+    qpairs = _vdev_args(out["vdev"]).get("qpairs", "1")
+    if dev.startswith(("net_af_packet", "eth_af_packet")) and qpairs.isdigit() and int(qpairs) != out["queues"]:
+        # its qpairs sockets form one fanout group: the kernel spreads frames over all of them
+        raise ConfigError(f"{path}.queues", f"net_af_packet with qpairs={qpairs} receives on {qpairs} queues; "
+                                            f"set queues: {qpairs} (got {out['queues']})")
+    if dev.startswith("net_vhost") and out["queues"] != 1:
+        raise ConfigError(f"{path}.queues", f"net_vhost ports have one queue (got {out['queues']})")
     return out
 
 

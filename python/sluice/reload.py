@@ -67,6 +67,9 @@ def plan(old, new, live):
         if cur is not None and cur["vdev"] != port["vdev"]:
             p.refused.append(f"ports[{i}].vdev: port '{port['name']}' is {cur['vdev']!r}; a port's device cannot "
                              "change live: remove it and add it under another name")
+        elif cur is not None and _live_queues(cur) != port.get("queues", 1):
+            p.refused.append(f"ports[{i}].queues: port '{port['name']}' has {_live_queues(cur)} queues; a port's "
+                             "queues cannot change live: remove it and add it under another name")
         # device options (rx_desc, tx_desc, mtu, offloads) are set when sluiced opens the port
         opts = {k: port[k] for k in ("rx_desc", "tx_desc", "mtu", "offloads") if k in port}
         for k in opts if cur is None else sorted(set(opts) | set(cur.get("options") or {})):
@@ -107,7 +110,8 @@ def plan(old, new, live):
     for port in new["ports"]:
         if port["name"] not in live_ports:
             p.add("api", f"add port {port['name']} ({port['vdev']})",
-                  request={"cmd": "port_add", "name": port["name"], "vdev": port["vdev"]})
+                  request={"cmd": "port_add", "name": port["name"], "vdev": port["vdev"],
+                           "queues": port.get("queues", 1)})
     # 2. NFs: settings changed (instances restarted), more instances
     for nf in new["nfs"]:
         o = old_nfs[nf["name"]]
@@ -153,3 +157,9 @@ def plan(old, new, live):
         if port["name"] not in new_ports:
             p.add("api", f"remove port {port['name']}", request={"cmd": "port_del", "name": port["name"]})
     return p
+
+
+def _live_queues(port):
+    """RX queues of a port as the control API lists it (its per-queue counters)."""
+    q = port.get("queues", 1)
+    return len(q) if isinstance(q, list) else q

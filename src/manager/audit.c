@@ -123,8 +123,9 @@ void pool_audit_run(struct pool_audit *a)
 	}
 	/* A port-set packet shares one mbuf between ports by reference count: once per buffer. */
 	for (unsigned p = 0; p < M.nports; p++)
-		for (uint16_t k = 0; k < M.ports[p].ntx; k++) {
-			const struct rte_mbuf *m = M.ports[p].tx[k];
+		for (unsigned w = 0; w < SL_MAX_WORKERS; w++) /* each worker's staging (a TX queue per worker) */
+		for (uint16_t k = 0; k < M.ports[p].stage[w].n; k++) {
+			const struct rte_mbuf *m = M.ports[p].stage[w].m[k];
 			unsigned r = mbuf_region(m);
 			if (r >= M.nregions || !M.regions[r] || mbuf_id(m) >= M.regions[r]->nbufs)
 				continue; /* a port's private pool (not audited) */

@@ -429,7 +429,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		fail(err, errlen, "ports: at most %d ports", SL_MAX_PORTS);
 		goto out;
 	}
-	static const char *const port_keys[] = { "name", "vdev", "chain", "rx_desc", "tx_desc", "mtu", "offloads", NULL };
+	static const char *const port_keys[] = { "name", "vdev", "chain", "queues", "rx_desc", "tx_desc", "mtu", "offloads", NULL };
 	size_t i;
 	json_t *v;
 	json_array_foreach(ports, i, v) {
@@ -463,6 +463,15 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		}
 		if (port_opts_parse(v, where, c->buffer_size, &p->opts, err, errlen))
 			goto out;
+		json_t *q = json_object_get(v, "queues");
+		p->queues = 1;
+		if (q && !json_is_null(q)) {
+			if (!json_is_integer(q) || json_integer_value(q) < 1 || json_integer_value(q) > SL_MAX_QUEUES) {
+				fail(err, errlen, "%s.queues: must be 1..%d", where, SL_MAX_QUEUES);
+				goto out;
+			}
+			p->queues = (uint8_t)json_integer_value(q);
+		}
 		if (find_port(c, p->name) >= 0) {
 			fail(err, errlen, "%s.name: duplicate port name '%s'", where, p->name);
 			goto out;

@@ -153,11 +153,13 @@ static json_t *j_port(unsigned i)
 	struct rte_eth_stats es;
 	if (rte_eth_stats_get(p->port_id, &es) != 0)
 		memset(&es, 0, sizeof(es));
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, copied;
+	port_totals(p, &rx_pkts, &rx_bytes, &tx_pkts, &tx_bytes, &copied);
 	return json_pack("{s:I,s:s,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I,s:I}}", "id",
 			 (json_int_t)i, "name", p->name, "vdev", p->vdev, "chain",
 			 c >= 0 ? json_string(M.route->chains[c].name) : json_null(), "rx_pkts",
-			 (json_int_t)p->st.rx_pkts, "rx_bytes", (json_int_t)p->st.rx_bytes, "tx_pkts",
-			 (json_int_t)p->st.tx_pkts, "tx_bytes", (json_int_t)p->st.tx_bytes, "max_frame",
+			 (json_int_t)rx_pkts, "rx_bytes", (json_int_t)rx_bytes, "tx_pkts",
+			 (json_int_t)tx_pkts, "tx_bytes", (json_int_t)tx_bytes, "max_frame",
 			 (json_int_t)p->max_frame, "mtu", (json_int_t)p->mtu, "drops", "tx_full",
 			 (json_int_t)p->st.drop_tx_full, "no_path", (json_int_t)p->st.drop_no_path, "rx_invalid",
 			 (json_int_t)p->st.drop_rx_invalid, "too_long", (json_int_t)p->st.drop_too_long, "device",
@@ -233,6 +235,31 @@ static json_t *j_port_options(const struct port *p)
 	return o;
 }
 
+/* Per-queue counters (docs/api.md "ports"): RX queues with their poller, TX queues with their sender. */
+static void j_port_queues(json_t *j, const struct port *p)
+{
+	struct rte_eth_stats es;
+	bool dev = rte_eth_stats_get(p->port_id, &es) == 0;
+	json_t *rx = json_array(), *tx = json_array();
+	for (unsigned q = 0; q < p->nrxq; q++) {
+		json_t *e = json_pack("{s:I,s:I,s:I,s:I}", "queue", (json_int_t)q, "worker", (json_int_t)p->rxq_worker[q],
+				      "rx_pkts", (json_int_t)__atomic_load_n(&p->rxq[q].pkts, __ATOMIC_RELAXED),
+				      "rx_bytes", (json_int_t)__atomic_load_n(&p->rxq[q].bytes, __ATOMIC_RELAXED));
+		if (dev && q < RTE_ETHDEV_QUEUE_STAT_CNTRS) /* the device's own count, where the PMD keeps one */
+			json_object_set_new(e, "device_ipackets", json_integer((json_int_t)es.q_ipackets[q]));
+		json_array_append_new(rx, e);
+	}
+	for (unsigned q = 0; q < p->ntxq; q++) {
+		unsigned w = p->txq_per_worker ? q : p->worker;
+		json_array_append_new(tx, json_pack("{s:I,s:I,s:I,s:I}", "queue", (json_int_t)q, "worker", (json_int_t)w,
+						    "tx_pkts", (json_int_t)__atomic_load_n(&p->stage[w].pkts, __ATOMIC_RELAXED),
+						    "tx_bytes",
+						    (json_int_t)__atomic_load_n(&p->stage[w].bytes, __ATOMIC_RELAXED)));
+	}
+	json_object_set_new(j, "queues", rx);
+	json_object_set_new(j, "tx_queues", tx);
+}
+
 static json_t *j_port_full(unsigned i)
 {
 	json_t *j = j_port(i);
@@ -244,16 +271,20 @@ static json_t *j_port_full(unsigned i)
 	json_object_set_new(j, "options", j_port_options(p));
 	json_object_set_new(j, "rx_csum_bad", json_integer((json_int_t)p->st.rx_csum_bad));
 	json_object_set_new(j, "xstats", j_xstats(p));
-	json_object_set_new(j, "malformed", json_integer((json_int_t)M.ports[i].st.malformed));
-	json_object_set_new(j, "worker", json_integer(M.ports[i].worker));
+	json_object_set_new(j, "malformed", json_integer((json_int_t)p->st.malformed));
+	json_object_set_new(j, "worker", json_integer(p->worker));
 	json_object_set_new(j, "polled", json_boolean(M.route->port_chain[i] >= 0 ||
 						     M.steer->poll_port[i]));
-	if (M.ports[i].own_pool) /* net_af_xdp: received into its own pool, copied into region 0 */
-		json_object_set_new(j, "rx_copied", json_integer((json_int_t)M.ports[i].rx_copied));
-	if (M.ports[i].pci) { /* docs/ports.md "PCI NICs" */
-		json_object_set_new(j, "dma_mapped", json_boolean(M.ports[i].dma_dev != NULL));
-		if (M.ports[i].tx_copy)
-			json_object_set_new(j, "tx_copied", json_integer((json_int_t)M.ports[i].tx_copied));
+	j_port_queues(j, p);
+	if (p->own_pool) { /* net_af_xdp: received into its own pool, copied into region 0 */
+		uint64_t a, b, c, d, copied;
+		port_totals(p, &a, &b, &c, &d, &copied);
+		json_object_set_new(j, "rx_copied", json_integer((json_int_t)copied));
+	}
+	if (p->pci) { /* docs/ports.md "PCI NICs" */
+		json_object_set_new(j, "dma_mapped", json_boolean(p->dma_dev != NULL));
+		if (p->tx_copy)
+			json_object_set_new(j, "tx_copied", json_integer((json_int_t)p->tx_copied));
 	}
 	return j;
 }
@@ -672,7 +703,8 @@ static uint32_t port_retire(unsigned pi, uint32_t *flows_gone, uint32_t *discard
 static json_t *cmd_port_add(json_t *req)
 {
 	json_t *name = json_object_get(req, "name"), *vdev = json_object_get(req, "vdev"),
-	       *chain = json_object_get(req, "chain"), *id = json_object_get(req, "id");
+	       *chain = json_object_get(req, "chain"), *id = json_object_get(req, "id"),
+	       *queues = json_object_get(req, "queues");
 	if (!json_is_string(name) || !config_valid_name(json_string_value(name)))
 		return error("port_add: field 'name': must be a name of 1-31 characters from A-Z a-z 0-9 _ - .");
 	const char *n = json_string_value(name);
@@ -705,6 +737,12 @@ static json_t *cmd_port_add(json_t *req)
 			return error("port_add: field 'chain': unknown chain '%s'",
 				     json_is_string(chain) ? json_string_value(chain) : "?");
 	}
+	unsigned nq = 1;
+	if (queues && !json_is_null(queues)) {
+		if (!json_is_integer(queues) || json_integer_value(queues) < 1 || json_integer_value(queues) > SL_MAX_QUEUES)
+			return error("port_add: field 'queues': must be 1..%d", SL_MAX_QUEUES);
+		nq = (unsigned)json_integer_value(queues);
+	}
 	if (ports_live() >= SL_MAX_PORTS)
 		return error("port_add: sluiced has %d ports, the most it takes; delete one first", SL_MAX_PORTS);
 	unsigned pi = port_free_id();
@@ -719,13 +757,14 @@ static json_t *cmd_port_add(json_t *req)
 	snprintf(p->name, sizeof(p->name), "%s", n);
 	snprintf(p->vdev, sizeof(p->vdev), "%s", v);
 	p->runtime = true;
-	/* placement (architecture.md "Workers"), fixed for its life: its ingress chain's worker, else id mod N */
-	p->worker = (uint8_t)((ci >= 0 ? (unsigned)ci : pi) % M.nworkers);
 	char err[512];
-	if (port_open(p, M.region.pool, err, sizeof(err)) < 0) {
+	if (port_open(p, M.region.pool, nq, err, sizeof(err)) < 0) {
 		port_forget(p);
 		return error("port_add: %s", err);
 	}
+	/* placement (architecture.md "Workers"), fixed for its life: its ingress chain's worker, else id
+	 * mod N; a multi-queue port's queue q on worker q mod N */
+	port_place(pi, ci);
 	if (pi >= M.nports)
 		__atomic_store_n(&M.nports, pi + 1, __ATOMIC_RELEASE);
 	struct wcmd c = { .type = WCMD_PORT_ADD, .nf = pi };
@@ -741,8 +780,8 @@ static json_t *cmd_port_add(json_t *req)
 	if (rte_eth_dev_info_get(p->port_id, &info) != 0)
 		info.driver_name = "?";
 	LOG("control: port %s added: %s is port id %u (DPDK port %u, %s, MTU %u, frames up to %u bytes; worker %u, "
-	    "ingress chain %s)", p->name, p->vdev, pi, p->port_id, info.driver_name, p->mtu, p->max_frame, p->worker,
-	    ci >= 0 ? M.route->chains[ci].name : "none");
+	    "%u RX queue%s, ingress chain %s)", p->name, p->vdev, pi, p->port_id, info.driver_name, p->mtu, p->max_frame,
+	    p->worker, p->nrxq, p->nrxq > 1 ? "s" : "", ci >= 0 ? M.route->chains[ci].name : "none");
 	return ok_with("port", j_port_full(pi));
 }
 
@@ -771,7 +810,8 @@ static json_t *cmd_port_del(json_t *req)
 	if (M.malformed.kind == STEER_PORT && M.malformed.target == pi)
 		return error("port_del: port '%s' is the steering malformed action (steering.malformed in the config)",
 			     pname);
-	uint64_t rx = M.ports[pi].st.rx_pkts, tx = M.ports[pi].st.tx_pkts;
+	uint64_t rx, tx, rxb, txb, copied;
+	port_totals(&M.ports[pi], &rx, &rxb, &tx, &txb, &copied);
 	uint32_t flows_gone = 0, discarded = 0;
 	uint32_t pinned = port_retire((unsigned)pi, &flows_gone, &discarded);
 	if (pinned)
@@ -1149,6 +1189,7 @@ static json_t *runtime_state(void)
 		static const char *const keys[] = { "id", "name", "vdev", "chain", NULL };
 		for (unsigned k = 0; keys[k]; k++)
 			json_object_set(keep, keys[k], json_object_get(p, keys[k]));
+		json_object_set_new(keep, "queues", json_integer(M.ports[i].nrxq));
 		json_decref(p);
 		json_array_append_new(ports, keep);
 	}
@@ -1240,8 +1281,9 @@ int ctl_runtime_replay(const char *path, char *err, size_t errlen)
 	json_array_foreach(ports, i, v) {
 		json_t *n = json_object_get(v, "name");
 		if (json_is_string(n) && port_lookup(json_string_value(n)) < 0)
-			failed += replay_step(json_pack("{s:s,s:O,s:O,s:O}", "cmd", "port_add", "name", n, "vdev",
-							json_object_get(v, "vdev"), "id", json_object_get(v, "id")),
+			failed += replay_step(json_pack("{s:s,s:O,s:O,s:O,s:O?}", "cmd", "port_add", "name", n, "vdev",
+							json_object_get(v, "vdev"), "id", json_object_get(v, "id"),
+							"queues", json_object_get(v, "queues")),
 					      "ports: port_add");
 	}
 	json_array_foreach(chains, i, v)

@@ -145,12 +145,57 @@ static inline uint16_t least_loaded(struct service *s)
 	return pick;
 }
 
+/* Flow affinity (docs/architecture.md "Workers"): a service with replicas on this worker and on
+ * others picks among this worker's own, by its policy, so the packet stays on the worker that holds
+ * it (no handoff). Only services whose replicas span workers come here (pick_instance). */
+static uint16_t pick_local(struct service *s, const struct rte_mbuf *m)
+{
+	const uint8_t me = (uint8_t)W->index;
+	uint16_t n = s->ninst, pick = s->inst[0];
+	if (s->policy == SVC_ROUND_ROBIN) {
+		uint16_t start = (uint16_t)(s->rr++ % n);
+		for (uint16_t k = 0, i = start; k < n; k++, i = (uint16_t)(i + 1 == n ? 0 : i + 1))
+			if (M.nfs[s->inst[i]].worker == me)
+				return s->inst[i];
+		return s->inst[start];
+	}
+	if (s->policy == SVC_LEAST_LOADED) {
+		uint32_t best = UINT32_MAX;
+		uint16_t start = (uint16_t)(s->rr++ % n);
+		for (uint16_t k = 0, i = start; k < n; k++, i = (uint16_t)(i + 1 == n ? 0 : i + 1)) {
+			const struct nf *nf = &M.nfs[s->inst[i]];
+			uint32_t q = nf->lent + nf->nstage;
+			if (nf->worker == me && q < best) {
+				best = q;
+				pick = s->inst[i];
+			}
+		}
+		return pick;
+	}
+	uint32_t h = flow_hash(m), best = 0;
+	bool any = false;
+	for (uint16_t i = 0; i < n; i++) {
+		if (M.nfs[s->inst[i]].worker != me)
+			continue;
+		uint32_t score = mix32(h ^ (s->inst[i] * 0x9e3779b9u));
+		if (!any || score >= best) {
+			best = score;
+			pick = s->inst[i];
+			any = true;
+		}
+	}
+	return pick;
+}
+
 /* Pick a replica by the service's policy. Flow: rendezvous hashing, so adding or removing a
  * replica moves only its share of flows. */
 static inline uint16_t pick_instance(struct service *s, const struct rte_mbuf *m)
 {
 	if (s->ninst == 1)
 		return s->inst[0];
+	uint16_t nl = s->nlocal[W->index];
+	if (unlikely(nl != 0 && nl != s->ninst)) /* replicas here and on other workers: one of ours */
+		return pick_local(s, m);
 	if (s->policy == SVC_ROUND_ROBIN)
 		return s->inst[s->rr++ % s->ninst];
 	if (s->policy == SVC_LEAST_LOADED)
@@ -469,17 +514,17 @@ static void doorbells(uint64_t now)
 
 /* A PCI port that cannot DMA into the regions (port.c pci_dma_map failed) sends copies in buffers of
  * its own pool; the region buffers go back at once. */
-static void tx_copy_out(struct port *p)
+static void tx_copy_out(struct port *p, struct port_stage *ps)
 {
 	uint16_t k = 0;
-	for (uint16_t i = 0; i < p->ntx; i++) {
-		struct rte_mbuf *m = p->tx[i], *c = rte_pktmbuf_alloc(p->own_pool);
+	for (uint16_t i = 0; i < ps->n; i++) {
+		struct rte_mbuf *m = ps->m[i], *c = rte_pktmbuf_alloc(p->own_pool);
 		if (c && rte_pktmbuf_append(c, (uint16_t)m->data_len)) {
 			rte_memcpy(rte_pktmbuf_mtod(c, uint8_t *), rte_pktmbuf_mtod(m, const uint8_t *), m->data_len);
 			c->ol_flags = m->ol_flags;
 			c->vlan_tci = m->vlan_tci;
-			p->tx[k++] = c;
-			p->tx_copied++;
+			ps->m[k++] = c;
+			shared_add(&p->tx_copied, 1);
 		} else {
 			if (c)
 				rte_pktmbuf_free(c);
@@ -487,33 +532,35 @@ static void tx_copy_out(struct port *p)
 		}
 		drop(m);
 	}
-	p->ntx = k;
+	ps->n = k;
 }
 
-static void flush_port(struct port *p, uint16_t pi)
+/* Send worker w's staging for port p: on TX queue w when the port has one per worker, else on its
+ * only queue (then only the port's worker stages). */
+static void flush_port(struct port *p, unsigned w)
 {
-	(void)pi;
+	struct port_stage *ps = &p->stage[w];
 	if (unlikely(p->vlan_insert)) /* ports[].offloads vlan_insert: the tag an explicit vlan_strip kept aside */
-		for (uint16_t i = 0; i < p->ntx; i++)
-			if (p->tx[i]->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED)
-				p->tx[i]->ol_flags |= RTE_MBUF_F_TX_VLAN;
+		for (uint16_t i = 0; i < ps->n; i++)
+			if (ps->m[i]->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED)
+				ps->m[i]->ol_flags |= RTE_MBUF_F_TX_VLAN;
 	if (unlikely(p->tx_copy))
-		tx_copy_out(p);
+		tx_copy_out(p, ps);
 	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < p->ntx; i++)
-		bytes += p->tx[i]->pkt_len;
-	uint16_t sent = rte_eth_tx_burst(p->port_id, 0, p->tx, p->ntx);
-	for (uint16_t i = sent; i < p->ntx; i++) {
-		bytes -= p->tx[i]->pkt_len;
-		drop(p->tx[i]);
+	for (uint16_t i = 0; i < ps->n; i++)
+		bytes += ps->m[i]->pkt_len;
+	uint16_t sent = rte_eth_tx_burst(p->port_id, p->txq_per_worker ? (uint16_t)w : 0, ps->m, ps->n);
+	for (uint16_t i = sent; i < ps->n; i++) {
+		bytes -= ps->m[i]->pkt_len;
+		drop(ps->m[i]);
 	}
-	p->st.tx_pkts += sent;
-	p->st.tx_bytes += bytes;
-	if (sent < p->ntx) {
-		shared_add(&p->st.drop_tx_full, p->ntx - sent);
-		W->st.drops.tx_full += p->ntx - sent;
+	ps->pkts += sent;
+	ps->bytes += bytes;
+	if (sent < ps->n) {
+		shared_add(&p->st.drop_tx_full, ps->n - sent);
+		W->st.drops.tx_full += ps->n - sent;
 	}
-	p->ntx = 0;
+	ps->n = 0;
 }
 
 static inline void to_port(uint16_t pi, struct rte_mbuf *m)
@@ -526,17 +573,19 @@ static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 		drop(m);
 		return;
 	}
-	if (unlikely(p->worker != W->index)) {
+	/* a port with a TX queue per worker is sent on from whichever worker holds the packet */
+	if (unlikely(p->worker != W->index) && !p->txq_per_worker) {
 		handoff(p->worker, m, HAND_PORT, pi, 0, 0, 0);
 		return;
 	}
-	if (!p->listed) {
-		p->listed = true;
+	struct port_stage *ps = &p->stage[W->index];
+	if (!ps->listed) {
+		ps->listed = true;
 		W->dirty_ports[W->ndirty_ports++] = pi;
 	}
-	p->tx[p->ntx++] = m;
-	if (p->ntx == SL_BURST)
-		flush_port(p, pi);
+	ps->m[ps->n++] = m;
+	if (ps->n == SL_BURST)
+		flush_port(p, W->index);
 }
 
 static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
@@ -1152,9 +1201,9 @@ static void flush_all(void)
 	W->ndirty = 0;
 	for (uint32_t i = 0; i < W->ndirty_ports; i++) {
 		struct port *p = &M.ports[W->dirty_ports[i]];
-		if (p->ntx)
-			flush_port(p, W->dirty_ports[i]);
-		p->listed = false;
+		if (p->stage[W->index].n)
+			flush_port(p, W->index);
+		p->stage[W->index].listed = false;
 	}
 	W->ndirty_ports = 0;
 	for (unsigned w = 0; w < M.nworkers; w++)
@@ -1179,17 +1228,26 @@ uint32_t nf_reclaim(uint32_t id)
 	return n;
 }
 
+/* Instance lists: their writers (an NF's worker, adding or removing it) may be several workers when
+ * a service's replicas are spread (multi-queue ports), so they take the service's lock; readers
+ * (pick_instance) take none: ninst is published after the slot it counts, and a reader that sees an
+ * NF being removed by another worker hands the packet to that worker, which re-checks it
+ * (inbox_drain). A worker's own NFs change only in its own commands. */
 static void service_remove_instance(struct service *s, uint16_t id)
 {
+	rte_spinlock_lock(&s->inst_lock);
 	for (uint16_t i = 0; i < s->ninst; i++) {
 		if (s->inst[i] == id) {
-			s->inst[i] = s->inst[--s->ninst];
+			s->inst[i] = s->inst[s->ninst - 1];
+			__atomic_store_n(&s->ninst, (uint16_t)(s->ninst - 1), __ATOMIC_RELEASE);
+			s->nlocal[M.nfs[id].worker]--; /* run by its worker (command or fault): its own slot */
 			if (M.nfs[id].overloaded)
 				shared_add32(&s->noverloaded, (uint32_t)-1);
 			svc_saturation(s);
-			return;
+			break;
 		}
 	}
+	rte_spinlock_unlock(&s->inst_lock);
 }
 
 /* The NF `up` should pipe to, or -1 (the conditions in "Pipes" above). */
@@ -1451,11 +1509,16 @@ static void exec_cmd(struct wcmd *c)
 		c->result = 0;
 		nf->set = NF_SET_NONE;
 		nf->waiting = false;
+		rte_spinlock_lock(&s->inst_lock);
 		if (s->ninst >= SL_MAX_INSTANCES) {
+			rte_spinlock_unlock(&s->inst_lock);
 			c->result = 1;
 			break;
 		}
-		s->inst[s->ninst++] = (uint16_t)c->nf;
+		s->inst[s->ninst] = (uint16_t)c->nf;
+		__atomic_store_n(&s->ninst, (uint16_t)(s->ninst + 1), __ATOMIC_RELEASE); /* after its slot */
+		s->nlocal[W->index]++;
+		rte_spinlock_unlock(&s->inst_lock);
 		nf->overloaded = false;
 		svc_saturation(s);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = c->nf }; /* doorbells() */
@@ -1528,8 +1591,10 @@ static void exec_cmd(struct wcmd *c)
 	}
 	case WCMD_PORT_ADD: { /* its worker: between bursts, so it never sees half a port */
 		struct port *p = &M.ports[c->nf];
-		p->ntx = 0;
-		p->listed = false;
+		for (unsigned w = 0; w < SL_MAX_WORKERS; w++) { /* no worker stages for a port not live */
+			p->stage[w].n = 0;
+			p->stage[w].listed = false;
+		}
 		__atomic_store_n(&p->inflight, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->live, true, __ATOMIC_RELEASE); /* the rest of the port before this */
 		break;
@@ -1543,8 +1608,9 @@ static void exec_cmd(struct wcmd *c)
 		/* what is staged for it goes out now (every worker flushed before it paused, so this is
 		 * normally nothing); what other workers handed it before it died, in their inboxes,
 		 * drops in to_port, and the control thread waits for its inflight count to reach 0 */
-		if (p->ntx)
-			flush_port(p, (uint16_t)c->nf);
+		for (unsigned w = 0; w < M.nworkers; w++) /* the others are paused: their queues are idle */
+			if (p->stage[w].n)
+				flush_port(p, w);
 		break;
 	}
 	case WCMD_STOP:
@@ -1744,7 +1810,7 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		struct rte_mbuf *m = pkts[i];
 		if (unlikely(sl_pkt_key_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, (uint8_t)pi,
 					      &keys[ng]) < 0)) {
-			M.ports[pi].st.malformed++;
+			shared_add(&M.ports[pi].st.malformed, 1); /* a port's queues may be polled by several workers */
 			if (sr->acl.n)
 				steer_act(rt, sr->malformed, pi, m, &W->st.drops.malformed, NULL);
 			else /* no rules: as if not parsed */
@@ -1976,6 +2042,53 @@ void worker_fault_ack(void)
 	}
 }
 
+/* Receive a burst from queue q of port pi (this worker polls it alone) and take each packet its
+ * first hop. Returns the packets received. */
+static inline uint16_t rx_queue(const struct route *rt, const struct steer *sr, uint16_t pi, struct port *p,
+				uint16_t q, struct rte_mbuf **pkts)
+{
+	uint16_t n = rte_eth_rx_burst(p->port_id, q, pkts, SL_BURST);
+	if (n == 0)
+		return 0;
+	uint64_t bytes = 0;
+	uint16_t ok = 0, copied = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		if (likely(!p->vlan_keep)) /* ports[].offloads vlan_strip: the tag stays aside */
+			rx_vlan_restore(m);
+		if (unlikely((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
+			     (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD))
+			shared_add(&p->st.rx_csum_bad, 1); /* rx_checksum: counted, delivered (docs/ports.md) */
+		bytes += m->pkt_len;
+		if (unlikely(m->nb_segs != 1)) { /* longer than a buffer: never truncated */
+			shared_add(&p->st.drop_too_long, 1);
+			W->st.drops.too_long++;
+			drop(m);
+		} else if (unlikely(p->own_pool != NULL)) { /* net_af_xdp: into region 0 (port.c) */
+			struct rte_mbuf *c = region_copy_in(&M.region, m, W->index);
+			drop(m);
+			if (c) {
+				copied++;
+				pkts[ok++] = c;
+			} else {
+				W->st.drops.no_buffer++;
+			}
+		} else {
+			pkts[ok++] = m;
+		}
+	}
+	struct port_rxq *rq = &p->rxq[q];
+	rq->pkts += n;
+	rq->bytes += bytes;
+	rq->copied += copied;
+	if (sr->acl.n || W->st.flow_st.pinned)
+		steer_burst(rt, sr, pi, pkts, ok);
+	else
+		for (uint16_t i = 0; i < ok; i++)
+			first_hop(rt, pi, pkts[i]);
+	return n;
+}
+
 int worker_main(void *arg)
 {
 	W = arg;
@@ -2007,48 +2120,17 @@ int worker_main(void *arg)
 		const uint16_t nrx = likely(!M.rx_paused) ? M.nports : 0;
 		for (uint16_t pi = 0; pi < nrx; pi++) {
 			int32_t c = rt->port_chain[pi];
-			if ((c < 0 && !sr->poll_port[pi]) || M.ports[pi].worker != W->index ||
-			    !__atomic_load_n(&M.ports[pi].live, __ATOMIC_ACQUIRE))
-				continue; /* TX-only port (not polled), another worker's, or deleted */
 			struct port *p = &M.ports[pi];
-			uint16_t n = rte_eth_rx_burst(p->port_id, 0, pkts, SL_BURST);
-			if (n == 0)
+			if ((c < 0 && !sr->poll_port[pi]) || !__atomic_load_n(&p->live, __ATOMIC_ACQUIRE))
+				continue; /* TX-only port (not polled), or deleted */
+			if (likely(p->nrxq == 1)) { /* the one branch a one-queue port pays for multi-queue */
+				if (p->rxq_worker[0] == W->index)
+					work += rx_queue(rt, sr, pi, p, 0, pkts);
 				continue;
-			work += n;
-			uint64_t bytes = 0;
-			uint16_t ok = 0;
-			for (uint16_t i = 0; i < n; i++) {
-				struct rte_mbuf *m = pkts[i];
-				if (likely(!p->vlan_keep)) /* ports[].offloads vlan_strip: the tag stays aside */
-					rx_vlan_restore(m);
-				if (unlikely((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
-					     (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD))
-					p->st.rx_csum_bad++; /* rx_checksum: counted, delivered (docs/ports.md) */
-				bytes += m->pkt_len;
-				if (unlikely(m->nb_segs != 1)) { /* longer than a buffer: never truncated */
-					p->st.drop_too_long++;
-					W->st.drops.too_long++;
-					drop(m);
-				} else if (unlikely(p->own_pool != NULL)) { /* net_af_xdp: into region 0 (port.c) */
-					struct rte_mbuf *c = region_copy_in(&M.region, m, W->index);
-					drop(m);
-					if (c) {
-						p->rx_copied++;
-						pkts[ok++] = c;
-					} else {
-						W->st.drops.no_buffer++;
-					}
-				} else {
-					pkts[ok++] = m;
-				}
 			}
-			p->st.rx_pkts += n;
-			p->st.rx_bytes += bytes;
-			if (sr->acl.n || W->st.flow_st.pinned)
-				steer_burst(rt, sr, pi, pkts, ok);
-			else
-				for (uint16_t i = 0; i < ok; i++)
-					first_hop(rt, pi, pkts[i]);
+			for (uint16_t q = 0; q < p->nrxq; q++) /* each queue has exactly one poller */
+				if (p->rxq_worker[q] == W->index)
+					work += rx_queue(rt, sr, pi, p, q, pkts);
 		}
 		work += drain_busy(rt);
 		if (W->npiped)
@@ -2069,16 +2151,62 @@ int worker_main(void *arg)
 	return 0;
 }
 
+/* Workers that poll a queue of a multi-queue port whose ingress chain is c (bit w: worker w). */
+static uint32_t chain_rx_workers(const struct route *rt, unsigned c)
+{
+	uint32_t mask = 0;
+	for (unsigned pi = 0; pi < M.nports; pi++) {
+		const struct port *p = &M.ports[pi];
+		if (rt->port_chain[pi] != (int32_t)c || p->nrxq <= 1 || !__atomic_load_n(&p->live, __ATOMIC_ACQUIRE))
+			continue;
+		for (unsigned q = 0; q < p->nrxq; q++)
+			mask |= 1u << p->rxq_worker[q];
+	}
+	return mask;
+}
+
 uint8_t worker_for_service(uint16_t svc)
 {
 	if (M.nworkers <= 1)
 		return 0;
 	const struct route *rt = M.route; /* the control thread publishes routes: its read is safe */
 	for (unsigned c = 0; rt && c < rt->nchains; c++)
-		for (unsigned h = 0; h < rt->chains[c].len; h++)
-			if (rt->chains[c].svc[h] == svc)
-				return (uint8_t)(c % M.nworkers); /* a chain's NFs together: pipes, no handoffs */
+		for (unsigned h = 0; h < rt->chains[c].len; h++) {
+			if (rt->chains[c].svc[h] != svc)
+				continue;
+			/* A chain fed by a multi-queue port receives on every worker polling one of its queues:
+			 * its replicas spread over those workers, each to the one serving the fewest of them, so
+			 * a packet finds a replica on the worker that received it (flow affinity) */
+			uint32_t mask = chain_rx_workers(rt, c);
+			if (mask & (mask - 1)) {
+				uint32_t cnt[SL_MAX_WORKERS] = { 0 };
+				for (uint32_t i = 0; i < M.max_nfs; i++)
+					if (M.nfs[i].state == NF_ATTACHED && M.nfs[i].service == svc && M.nfs[i].worker < SL_MAX_WORKERS)
+						cnt[M.nfs[i].worker]++;
+				unsigned best = SL_MAX_WORKERS;
+				for (unsigned w = 0; w < M.nworkers; w++)
+					if ((mask >> w & 1) && (best == SL_MAX_WORKERS || cnt[w] < cnt[best]))
+						best = w;
+				return (uint8_t)best;
+			}
+			return (uint8_t)(c % M.nworkers); /* a chain's NFs together: pipes, no handoffs */
+		}
 	return (uint8_t)(svc % M.nworkers);
+}
+
+void port_place(unsigned pi, int32_t chain)
+{
+	struct port *p = &M.ports[pi];
+	unsigned n = M.nworkers ? M.nworkers : 1;
+	p->worker = (uint8_t)((chain >= 0 ? (unsigned)chain : pi) % n);
+	if (p->nrxq <= 1) {
+		p->rxq_worker[0] = p->worker;
+		return;
+	}
+	/* queue q on worker q mod N, the same for every port: a symmetric hash (af_packet's fanout: the
+	 * kernel's flow hash) with equal queue counts puts both directions of a connection on one worker */
+	for (unsigned q = 0; q < p->nrxq; q++)
+		p->rxq_worker[q] = (uint8_t)(q % n);
 }
 
 int worker_launch(void)
@@ -2090,7 +2218,7 @@ int worker_launch(void)
 		for (unsigned k = 0; c < 0 && k < M.route->nchains; k++)
 			if (M.route->chains[k].exit == (int32_t)pi)
 				c = (int32_t)k;
-		M.ports[pi].worker = (uint8_t)((c >= 0 ? (unsigned)c : pi) % M.nworkers);
+		port_place(pi, c);
 		M.ports[pi].inflight = 0;
 	}
 	unsigned lc = rte_get_main_lcore();
@@ -2138,6 +2266,10 @@ static int flow_table_init(void)
 					  .key_len = sizeof(struct flow_key), .hash_func = rte_hash_crc,
 					  .socket_id = (int)rte_socket_id(),
 					  .extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE };
+	/* several workers classify (one port's queues, or ports on different workers): adds and lookups
+	 * from several threads at once */
+	if (M.nworkers > 1)
+		hp.extra_flag |= RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD | RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY;
 	flow_h = rte_hash_create(&hp);
 	if (!flow_h) {
 		LOG("steering.flows: cannot create a flow table of %u entries", M.cfg.flows);

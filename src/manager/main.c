@@ -323,7 +323,7 @@ int main(int argc, char **argv)
 		memcpy(p->name, M.cfg.ports[i].name, sizeof(p->name));
 		memcpy(p->vdev, M.cfg.ports[i].vdev, sizeof(p->vdev));
 		p->opts = M.cfg.ports[i].opts;
-		if (port_open(p, M.region.pool, err, sizeof(err)) < 0) {
+		if (port_open(p, M.region.pool, M.cfg.ports[i].queues, err, sizeof(err)) < 0) {
 			LOG("config error: %s", err);
 			goto out;
 		}

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * Ports: DPDK ethdevs created from vdev strings ("net_pcap0,rx_pcap=a.pcap").
- * One RX and one TX queue each; the worker polls them.
+ * ports[].queues RX queues each (RSS where the PMD hashes itself, docs/ports.md "Multi-queue ports"),
+ * and one TX queue, or one per worker for a multi-queue port whose PMD has that many; the workers
+ * poll them (datapath.c "Workers").
  */
 #include <errno.h>
 #include <stdio.h>
@@ -361,7 +363,68 @@ static void mark_foreign(struct rte_mempool *mp, void *arg, void *obj, unsigned 
 	mbuf_priv(obj)->region = SL_REGION_NONE;
 }
 
-int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen)
+/* What an error about the queue count names: ports[i].queues, or port_add's field 'queues'. */
+static const char *queues_where(const struct port *p)
+{
+	static char w[96]; /* control thread only */
+	if (p->runtime)
+		snprintf(w, sizeof(w), "field 'queues' (port %s)", p->name);
+	else
+		snprintf(w, sizeof(w), "ports[%u].queues (port %s)", PORT_IDX(p), p->name);
+	return w;
+}
+
+/* The RSS hash functions for a multi-queue port: IP, TCP and UDP as far as the PMD hashes them. */
+#define RSS_WANT (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP)
+
+/* Queue counts for a port of `queues` RX queues (docs/ports.md "Multi-queue ports"). Sets p->nrxq,
+ * p->ntxq, p->txq_per_worker and conf's RX multi-queue mode. Returns 0, or -1 with err. */
+static int port_queues(struct port *p, const struct rte_eth_dev_info *info, unsigned queues,
+		       struct rte_eth_conf *conf, char *err, size_t errlen)
+{
+	unsigned nw = M.nworkers ? M.nworkers : 1;
+	p->nrxq = 1;
+	p->ntxq = 1;
+	p->txq_per_worker = false;
+	if (queues > info->max_rx_queues) {
+		snprintf(err, errlen, "%s: %u RX queues, but %s offers at most %u%s", queues_where(p), queues,
+			 info->driver_name, info->max_rx_queues,
+			 !strcmp(info->driver_name, "net_af_packet") ? " (one per qpairs= in its vdev string)" : "");
+		return -1;
+	}
+	if (!strcmp(info->driver_name, "net_af_packet") && info->max_rx_queues > queues) {
+		/* its qpairs sockets form one PACKET_FANOUT group: the kernel spreads frames over all of
+		 * them, and those of a queue nobody polls would be lost */
+		snprintf(err, errlen, "%s: net_af_packet has qpairs=%u, which spreads frames over %u queues; "
+			 "set queues: %u (or qpairs=%u)", queues_where(p), info->max_rx_queues, info->max_rx_queues,
+			 info->max_rx_queues, queues);
+		return -1;
+	}
+	p->nrxq = (uint8_t)queues;
+	if (queues == 1)
+		return 0; /* as before: one RX and one TX queue, one worker polls and sends */
+	uint64_t hf = info->flow_type_rss_offloads & RSS_WANT;
+	if (hf == 0)
+		hf = info->flow_type_rss_offloads; /* whatever it hashes on */
+	if (hf) {
+		conf->rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf->rx_adv_conf.rss_conf.rss_key = NULL; /* the PMD's default key */
+		conf->rx_adv_conf.rss_conf.rss_hf = hf;
+	}
+	if (nw > 1 && info->max_tx_queues >= nw) {
+		p->ntxq = (uint8_t)nw;
+		p->txq_per_worker = true;
+	} else if (nw > 1) {
+		LOG("port %s: %s offers %u TX queues for %u workers: one TX queue, sent on by the port's worker "
+		    "alone (the others hand it their packets)", p->name, info->driver_name, info->max_tx_queues, nw);
+	}
+	LOG("port %s: %u RX queues (%s), %u TX queue%s", p->name, queues,
+	    hf ? "RSS" : "spread by the PMD itself, e.g. af_packet's fanout", p->ntxq,
+	    p->txq_per_worker ? "s, one per worker" : "");
+	return 0;
+}
+
+int port_open(struct port *p, struct rte_mempool *pool, unsigned queues, char *err, size_t errlen)
 {
 	int rc;
 	const char *args = "";
@@ -423,7 +486,9 @@ configure:;
 	 * net_pcap, net_ring, net_null take any length anyway; net_af_packet: framesz above) */
 	uint16_t mtu = p->opts.mtu ? p->opts.mtu : port_mtu(&info, room);
 	conf.rxmode.mtu = mtu;
-	if ((rc = rte_eth_dev_configure(p->port_id, 1, 1, &conf)) != 0) {
+	if (port_queues(p, &info, queues, &conf, err, errlen) < 0)
+		goto fail;
+	if ((rc = rte_eth_dev_configure(p->port_id, p->nrxq, p->ntxq, &conf)) != 0) {
 		snprintf(err, errlen, "%s: configure failed: %s", port_where(p, false), rte_strerror(-rc));
 		goto fail;
 	}
@@ -441,7 +506,7 @@ configure:;
 		 * into region 0 (port.rx_copied). Its TX takes any mbuf (the PMD copies foreign ones). */
 		char pname[RTE_MEMPOOL_NAMESIZE];
 		snprintf(pname, sizeof(pname), "sluice_port%u", PORT_IDX(p));
-		p->own_pool = rte_pktmbuf_pool_create(pname, 2u * nrx + 1024, 256, sizeof(struct mbuf_priv),
+		p->own_pool = rte_pktmbuf_pool_create(pname, 2u * nrx * p->nrxq + 1024, 256, sizeof(struct mbuf_priv),
 						      SL_BUF_SIZE, socket < 0 ? (int)rte_socket_id() : socket);
 		if (!p->own_pool) {
 			snprintf(err, errlen, "%s: its private mbuf pool: %s", port_where(p, false),
@@ -451,14 +516,18 @@ configure:;
 		rte_mempool_obj_iter(p->own_pool, mark_foreign, NULL);
 		pool = p->own_pool;
 	}
-	if ((rc = rte_eth_rx_queue_setup(p->port_id, 0, nrx, socket < 0 ? 0 : socket, NULL, pool)) != 0) {
-		snprintf(err, errlen, "%s: rx queue setup failed: %s", port_where(p, false), rte_strerror(-rc));
-		goto fail;
-	}
-	if ((rc = rte_eth_tx_queue_setup(p->port_id, 0, ntx, socket < 0 ? 0 : socket, NULL)) != 0) {
-		snprintf(err, errlen, "%s: tx queue setup failed: %s", port_where(p, false), rte_strerror(-rc));
-		goto fail;
-	}
+	for (uint16_t q = 0; q < p->nrxq; q++)
+		if ((rc = rte_eth_rx_queue_setup(p->port_id, q, nrx, socket < 0 ? 0 : socket, NULL, pool)) != 0) {
+			snprintf(err, errlen, "%s: rx queue %u setup failed: %s", port_where(p, false), q,
+				 rte_strerror(-rc));
+			goto fail;
+		}
+	for (uint16_t q = 0; q < p->ntxq; q++)
+		if ((rc = rte_eth_tx_queue_setup(p->port_id, q, ntx, socket < 0 ? 0 : socket, NULL)) != 0) {
+			snprintf(err, errlen, "%s: tx queue %u setup failed: %s", port_where(p, false), q,
+				 rte_strerror(-rc));
+			goto fail;
+		}
 	if ((rc = rte_eth_dev_start(p->port_id)) != 0) {
 		snprintf(err, errlen, "%s: start failed: %s", port_where(p, false), rte_strerror(-rc));
 		goto fail;
@@ -466,7 +535,7 @@ configure:;
 	p->started = true;
 	/* a NIC keeps buffers in its rings: posted for RX, sent and not yet reclaimed on TX (the pool
 	 * audit counts them as in the device, up to this many) */
-	p->dev_bufs = p->pci ? (uint32_t)nrx + ntx : 0;
+	p->dev_bufs = p->pci ? (uint32_t)nrx * p->nrxq + (uint32_t)ntx * p->ntxq : 0;
 	p->rx_offloads = conf.rxmode.offloads;
 	p->tx_offloads = conf.txmode.offloads;
 	rte_eth_promiscuous_enable(p->port_id); /* not every PMD supports it */
@@ -519,14 +588,30 @@ uint32_t port_rx_discard(struct port *p, uint32_t max)
 {
 	struct rte_mbuf *m[SL_BURST];
 	uint32_t n = 0;
-	while (p->started && n < max) {
-		uint16_t k = rte_eth_rx_burst(p->port_id, 0, m, SL_BURST);
-		if (k == 0)
-			break;
-		rte_pktmbuf_free_bulk(m, k);
-		n += k;
-	}
+	for (uint16_t q = 0; p->started && q < p->nrxq; q++)
+		while (n < max) {
+			uint16_t k = rte_eth_rx_burst(p->port_id, q, m, SL_BURST);
+			if (k == 0)
+				break;
+			rte_pktmbuf_free_bulk(m, k);
+			n += k;
+		}
 	return n;
+}
+
+void port_totals(const struct port *p, uint64_t *rx_pkts, uint64_t *rx_bytes, uint64_t *tx_pkts, uint64_t *tx_bytes,
+		 uint64_t *rx_copied)
+{
+	*rx_pkts = *rx_bytes = *tx_pkts = *tx_bytes = *rx_copied = 0;
+	for (unsigned q = 0; q < SL_MAX_QUEUES; q++) {
+		*rx_pkts += __atomic_load_n(&p->rxq[q].pkts, __ATOMIC_RELAXED);
+		*rx_bytes += __atomic_load_n(&p->rxq[q].bytes, __ATOMIC_RELAXED);
+		*rx_copied += __atomic_load_n(&p->rxq[q].copied, __ATOMIC_RELAXED);
+	}
+	for (unsigned w = 0; w < SL_MAX_WORKERS; w++) {
+		*tx_pkts += __atomic_load_n(&p->stage[w].pkts, __ATOMIC_RELAXED);
+		*tx_bytes += __atomic_load_n(&p->stage[w].bytes, __ATOMIC_RELAXED);
+	}
 }
 
 unsigned ports_live(void)
@@ -553,10 +638,16 @@ void port_forget(struct port *p)
 	p->port_id = 0;
 	p->probed = p->started = p->pci = p->runtime = false;
 	memset(&p->st, 0, sizeof(p->st));
-	p->ntx = 0;
-	p->listed = false;
+	memset(p->rxq, 0, sizeof(p->rxq));
+	for (unsigned w = 0; w < SL_MAX_WORKERS; w++) {
+		p->stage[w].n = 0;
+		p->stage[w].listed = false;
+		p->stage[w].pkts = p->stage[w].bytes = 0;
+	}
+	p->nrxq = p->ntxq = 1;
+	p->txq_per_worker = false;
+	memset(p->rxq_worker, 0, sizeof(p->rxq_worker));
 	p->own_pool = NULL;
-	p->rx_copied = 0;
 	p->dma_dev = NULL;
 	p->dev_bufs = 0;
 	p->tx_copy = false;

@@ -19,6 +19,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_acl.h>
+#include <rte_spinlock.h>
 #include <jansson.h>
 
 #include "sluice/abi.h"
@@ -37,6 +38,7 @@ _Static_assert(SL_MAX_PORTS <= SL_INFO_PORTS_MAX, "every port has a name in the 
  * (bench/notes.md "Bursts"). NFs still take at most SL_BURST_MAX per handler call. */
 #define SL_BURST 128
 #define SL_MAX_WORKERS 8  /* sluiced.workers at most */
+#define SL_MAX_QUEUES 8   /* ports[].queues at most: RX queues of a port (docs/ports.md "Multi-queue ports") */
 #define SL_MAX_DOMAINS 64 /* trust domains = regions (ids 0..63; 0 = default, holds the ports) */
 #define SL_MAX_INSTANCES 1024 /* replicas per service (the flow and least_loaded picks are O(replicas)) */
 #define SL_MAX_NFS_LIMIT 16384 /* sluiced.max_nfs at most (NF ids are 16-bit; buffer owner = id + 1) */
@@ -64,6 +66,7 @@ struct cfg_port {
 	char vdev[256];
 	char chain[SL_NAME_LEN]; /* ingress chain, "" = none */
 	struct port_opts opts;
+	uint8_t queues;          /* RX queues (ports[].queues, 1..SL_MAX_QUEUES; default 1) */
 };
 
 struct cfg_chain {
@@ -251,8 +254,8 @@ static inline uint8_t mbuf_region(const struct rte_mbuf *m)
 
 /* ---- ports (port.c) ---- */
 
+/* Shared by the workers that poll a port's queues: atomic adds when there are several (rare events) */
 struct port_stats {
-	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t drop_tx_full, drop_no_path, drop_rx_invalid;
 	uint64_t drop_too_long; /* frames longer than one buffer (the PMD chained segments): drops.too_long */
 	uint64_t malformed; /* packets the steering parser refused (docs/steering.md) */
@@ -272,21 +275,37 @@ struct port {
 	 * or one handed over before the port died) drops as no_path. Worker reads: acquire. */
 	bool live;
 	struct port_stats st;
-	/* TX staging, worker only */
-	uint16_t ntx;
-	bool listed;
-	struct rte_mbuf *tx[SL_BURST];
+	/* RX queues (ports[].queues; docs/ports.md "Multi-queue ports"): queue q is polled by worker
+	 * rxq_worker[q] alone, which alone writes rxq[q]'s counters */
+	uint8_t nrxq;
+	uint8_t rxq_worker[SL_MAX_QUEUES];
+	/* TX queues: one per worker (txq_per_worker: each worker sends on queue W->index from its own
+	 * staging, no handoff), else one, sent on by `worker` alone (handoff from the others) */
+	uint8_t ntxq;
+	bool txq_per_worker;
+	struct port_rxq {
+		uint64_t pkts, bytes;
+		uint64_t copied; /* net_af_xdp: copied from its own pool into region 0 (rx_copied) */
+	} __rte_cache_aligned rxq[SL_MAX_QUEUES];
+	/* TX staging and counters per worker: only stage[w] is touched by worker w (with one TX queue,
+	 * only stage[worker]) */
+	struct port_stage {
+		uint16_t n;
+		bool listed;
+		uint64_t pkts, bytes; /* sent from this staging (its TX queue: w, or 0) */
+		struct rte_mbuf *m[SL_BURST];
+	} __rte_cache_aligned stage[SL_MAX_WORKERS];
 	/* a PMD that needs the mbuf header next to the data (net_af_xdp: its umem is the mempool's memory)
 	 * receives into a private pool of its own; the worker copies each packet into region 0 */
 	struct rte_mempool *own_pool;
-	uint64_t rx_copied;
 	/* a PCI device: every region mapped for its DMA (dma_dev), or, where that failed, own_pool for RX
 	 * and a copy of what it sends (tx_copy, counted in tx_copied) -- docs/ports.md "PCI NICs" */
 	struct rte_device *dma_dev;
 	uint32_t dev_bufs;  /* a PCI port's RX and TX descriptors: buffers its device rings may hold */
 	bool tx_copy;
 	uint64_t tx_copied;
-	uint8_t worker;     /* the worker that polls it and transmits on it (datapath.c "Workers") */
+	uint8_t worker;     /* the worker that polls queue 0 (of a one-queue port: the port) and, with one TX
+	                     * queue, transmits on it (datapath.c "Workers") */
 	int32_t inflight;   /* packets other workers handed it, not yet sent on (atomic) */
 	uint32_t max_frame; /* longest frame (bytes, no FCS) it receives whole: the buffer or the PMD's limit */
 	uint16_t mtu;       /* the ethdev's MTU after start (af_packet: the kernel interface decides) */
@@ -297,8 +316,13 @@ struct port {
 	bool vlan_insert;   /* explicit vlan_insert: a stripped tag goes back on at TX (the device's) */
 };
 
-/* Probe, configure and start a port from its vdev string. Returns 0 or -1 with err. */
-int port_open(struct port *p, struct rte_mempool *pool, char *err, size_t errlen);
+/* Probe, configure and start a port from its vdev string with `queues` RX queues (RSS where the PMD
+ * hashes, else the PMD's own spreading) and one TX queue per worker where it has that many (a
+ * multi-queue port). Returns 0 or -1 with err. */
+int port_open(struct port *p, struct rte_mempool *pool, unsigned queues, char *err, size_t errlen);
+/* Totals of a port's per-queue counters (control thread: racy reads, for reports). */
+void port_totals(const struct port *p, uint64_t *rx_pkts, uint64_t *rx_bytes, uint64_t *tx_pkts, uint64_t *tx_bytes,
+		 uint64_t *rx_copied);
 /* Undo port_open. */
 void port_close(struct port *p);
 /* Receive and free what waits in a port's RX queue (at most `max` packets), so that buffers a PMD
@@ -408,6 +432,10 @@ struct service {
 	uint8_t policy;                   /* enum svc_policy; control writes, worker reads */
 	uint16_t rr;                      /* round-robin cursor, worker only */
 	uint16_t ninst;                   /* worker writes */
+	uint16_t nlocal[SL_MAX_WORKERS];  /* instances worker w serves (worker w writes its own): flow
+	                                   * affinity, datapath.c pick_instance */
+	rte_spinlock_t inst_lock;         /* instance list writers: the replicas of a chain fed by a
+	                                   * multi-queue port are on several workers (readers take none) */
 	uint16_t inst[SL_MAX_INSTANCES];  /* NF ids, worker writes */
 	uint32_t noverloaded;             /* instances overloaded (workers: shared_add32) */
 	bool saturated;                   /* every instance overloaded: chains through it back off */
@@ -703,6 +731,10 @@ struct worker {
 void worker_stats_sum(struct worker_stats *out);
 /* The worker that should serve a new NF of service svc (control thread, at attach). */
 uint8_t worker_for_service(uint16_t svc);
+/* Place port pi's RX queues (and itself) on workers: its ingress chain's (`chain`, -1: none) or id
+ * mod N for a one-queue port, queue q on worker q mod N for a multi-queue one (control thread,
+ * before the port is live). */
+void port_place(unsigned pi, int32_t chain);
 /* Launch every worker on its lcore (after worker_init). Returns 0 or -1 (logged). */
 int worker_launch(void);
 /* Stop every worker and wait for it. */

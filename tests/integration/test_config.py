@@ -89,7 +89,7 @@ def test_to_sluiced_json_shape():
     j = json.loads(sc.to_sluiced_json(n, socket_dir="/tmp/slx"))
     assert set(j) == {"sluiced", "ports", "chains", "nfs"}
     assert j["sluiced"]["socket_dir"] == "/tmp/slx"
-    assert j["ports"][0] == {"name": "client", "vdev": "net_af_packet0,iface=sl-c-host", "chain": "c2s"}
+    assert j["ports"][0] == {"name": "client", "vdev": "net_af_packet0,iface=sl-c-host", "chain": "c2s", "queues": 1}
     assert j["chains"][1] == {"name": "s2c", "nfs": ["count", "fwd"], "exit": "client"}
     assert j["nfs"][1]["name"] == "fwd" and j["nfs"][1]["instances"] == 2
     assert all("program_path" not in nf for nf in j["nfs"])

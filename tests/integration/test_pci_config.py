@@ -49,7 +49,7 @@ def _err(port, buffer_size=None, **kw):
     ({"offloads": ["tx_checksum"]}, "ports[0].offloads[0]", "tx_checksum is not offered yet"),
     ({"offloads": ["vlan_strip", "lro"]}, "ports[0].offloads[1]", "rx_checksum, vlan_strip, vlan_insert"),
     ({"offloads": ["vlan_strip", "vlan_strip"]}, "ports[0].offloads[1]", "twice"),
-    ({"queues": 2}, "ports[0].queues", "unknown key"),
+    ({"rx_queues": 2}, "ports[0].rx_queues", "unknown key"),
 ])
 def test_option_errors_name_the_field(port, field, words):
     msg = _err(port)

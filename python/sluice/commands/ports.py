@@ -14,7 +14,7 @@ def cmd_port_add(args):
     if not sconfig.NAME_RE.match(args.name):
         return die(f"invalid name {args.name!r} (must match {sconfig.NAME_RULE})", EXIT_USAGE)
     with client_for(args) as c:
-        p = c.port_add(args.name, args.vdev, args.chain, args.id)
+        p = c.port_add(args.name, args.vdev, args.chain, args.id, args.queues)
         if args.json:
             print_json_raw(c)
             return EXIT_OK
@@ -41,10 +41,11 @@ def cmd_port_list(args):
     if not ports:
         print("(no ports)")
         return EXIT_OK
-    print(table(["ID", "NAME", "VDEV", "CHAIN", "WORKER", "POLLED", "RX PKTS", "TX PKTS"],
+    print(table(["ID", "NAME", "VDEV", "CHAIN", "WORKER", "QUEUES", "POLLED", "RX PKTS", "TX PKTS"],
                 [[p.get("id"), p.get("name"), p.get("vdev"), p.get("chain") or "-", p.get("worker"),
-                  "yes" if p.get("polled") else "no", p.get("rx_pkts"), p.get("tx_pkts")] for p in ports],
-                right={0, 4, 6, 7}))
+                  len(p.get("queues") or [0]), "yes" if p.get("polled") else "no", p.get("rx_pkts"),
+                  p.get("tx_pkts")] for p in ports],
+                right={0, 4, 5, 7, 8}))
     return EXIT_OK
 
 
@@ -69,7 +70,8 @@ def register(subs):
     pa = sub(psubs, "add", "add a port to the running sluiced",
              "sluice port add mirror net_pcap9,tx_pcap=/tmp/mirror.pcap      # TX only: an exit or an NF's OUT\n"
              "sluice port add guest2 net_af_packet2,iface=veth-g2 --chain c2s  # polled into chain c2s\n"
-             "sluice port add tap1 net_tap1,iface=sl-tap1 --id 5             # with a given free port id",
+             "sluice port add tap1 net_tap1,iface=sl-tap1 --id 5             # with a given free port id\n"
+             "sluice port add wan net_af_packet3,iface=eth1,qpairs=2 --queues 2 --chain c2s  # two RX queues",
              description="Add port NAME from a DPDK vdev string, as a port of the config would be (its "
                          "buffers, MTU and counters alike); its worker starts polling it between two bursts "
                          "and nothing on the other ports is lost. Without --chain it is TX only (a chain's "
@@ -82,6 +84,8 @@ def register(subs):
     pa.add_argument("vdev", metavar="VDEV", help="DPDK virtual device, e.g. net_null3 or net_af_packet2,iface=veth0")
     pa.add_argument("--chain", metavar="CHAIN", default=None, help="ingress chain (default: none, TX only)")
     pa.add_argument("--id", type=int, metavar="ID", default=None, help="a free port id 0..31 (default: the lowest free)")
+    pa.add_argument("--queues", type=int, metavar="N", default=None,
+                    help="RX queues 1..8, spread over the workers (default 1; docs/ports.md \"Multi-queue ports\")")
     pa.set_defaults(func=cmd_port_add)
     pd = sub(psubs, "del", "delete a port from the running sluiced",
              "sluice port del mirror\n"
