@@ -65,7 +65,7 @@ def test_options_accepted_and_passed_to_sluiced():
         {"name": "b", "vdev": "net_null1", "offloads": []},
         {"name": "c", "vdev": "net_null2"}]}, check_programs=False)
     ports = json.loads(sc.to_sluiced_json(cfg))["ports"]
-    assert ports[0] == {"name": "a", "vdev": "net_null0", "chain": None, "rx_desc": 4096, "tx_desc": 64,
+    assert ports[0] == {"name": "a", "vdev": "net_null0", "chain": None, "queues": 1, "rx_desc": 4096, "tx_desc": 64,
                         "mtu": 9000, "offloads": ["vlan_insert", "rx_checksum"]}
     assert ports[1]["offloads"] == []          # explicit: none at all
     assert set(ports[2]) == {"name", "vdev", "chain"}  # no options: the JSON as before
