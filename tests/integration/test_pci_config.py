@@ -68,7 +68,7 @@ def test_options_accepted_and_passed_to_sluiced():
     assert ports[0] == {"name": "a", "vdev": "net_null0", "chain": None, "queues": 1, "rx_desc": 4096, "tx_desc": 64,
                         "mtu": 9000, "offloads": ["vlan_insert", "rx_checksum"]}
     assert ports[1]["offloads"] == []          # explicit: none at all
-    assert set(ports[2]) == {"name", "vdev", "chain"}  # no options: the JSON as before
+    assert set(ports[2]) == {"name", "vdev", "chain", "queues"}  # no options: the JSON as before (queues: 1)
 
 
 # ---------------------------------------------------------------- sluiced's own validation
