@@ -10,9 +10,9 @@ sluiced maps its packet region for both devices' DMA (IOVA = VA): packets go NIC
 NIC without a copy (`dma_mapped`, no `tx_copied`). The guest's control socket reaches the host through
 a virtio-serial port (tests/guest/ctl_relay.c), so the test asks the guest's sluiced for its ports,
 NFs and pool audit as it would a local one. Checked: ping, curl and iperf3 through firewall -> nat
-(the server sees the NAT's address), 60 UDP frames steered by a rule through `fwd` arrive
-byte-identical, the pool audit is whole. A functional test, not a benchmark: everything in the guest
-is emulated.
+(the server sees the NAT's address), 160 UDP frames of 16 flows steered by a rule through `fwd` arrive
+byte-identical and in order per flow over the virtio NIC's two queues (two workers in the guest),
+the pool audit is whole. A functional test, not a benchmark: everything in the guest is emulated.
 """
 
 import contextlib
@@ -81,9 +81,9 @@ def sluiced_config(wd):
                                  "allow in client proto tcp dport 5201 name iperf3\n")
     (wd / "nat.conf").write_text(f"snat from 10.80.1.0/24 to {PUBLIC}\n")
     text = f"""\
-sluiced: {{pool_mbufs: 4096, lcores: "0,1", huge_pages: "on"}}
+sluiced: {{pool_mbufs: 4096, lcores: "0,1,1", workers: 2, huge_pages: "on"}}
 ports:
-  - {{name: client, vdev: "pci:{NIC_C}", chain: c2s}}
+  - {{name: client, vdev: "pci:{NIC_C}", chain: c2s, queues: 2}}
   - {{name: server, vdev: "pci:{NIC_S}", chain: s2c}}
 chains:
   - {{name: c2s, nfs: [firewall, nat], exit: server}}
@@ -95,7 +95,7 @@ nfs:
   - {{name: firewall, program: firewall, wakeup: adaptive, args: [--config, {wd / 'fw.rules'}]}}
   - {{name: nat, program: nat, wakeup: adaptive,
       args: [--inside, client, --outside, server, --next, --config, {wd / 'nat.conf'}]}}
-  - {{name: fwd, program: fwd, wakeup: adaptive}}
+  - {{name: fwd, program: fwd, wakeup: adaptive, instances: 2}}
 """
     cfg = sconfig.load_string(text, check_programs=False)
     path = wd / "sluiced.json"
@@ -106,9 +106,9 @@ nfs:
 def guest_script(wd, cfg_json, cfg):
     """What the guest runs: its NICs to vfio-pci, huge pages, sluiced, the NFs, then the relay."""
     nfs = "\n".join(
-        f"SLUICE_NF_SOCKET=/run/sl/nf.sock SLUICE_NF_NAME={n['name']}.0 SLUICE_NF_SERVICE={n['name']} "
+        f"SLUICE_NF_SOCKET=/run/sl/nf.sock SLUICE_NF_NAME={name} SLUICE_NF_SERVICE={n['name']} "
         f"SLUICE_NF_WAKEUP={n['wakeup']} sluice-nf-{n['program']} {' '.join(n['args'])} &"
-        for n in cfg["nfs"])
+        for name, n in sconfig.instance_names(cfg))
     path = wd / "guest.sh"
     path.write_text(f"""#!/bin/sh
 chmod 755 /   # EAL refuses to load PMDs from a path under a world-writable directory
@@ -141,9 +141,10 @@ def qemu_argv(initrd, script, ctl_path):
             # q35 with an IOMMU of 48 address bits: the region's address (IOVA = VA) is a user address
             # above the default 39 bits
             "-M", "q35", "-device", "intel-iommu,aw-bits=48",
-            "-netdev", f"tap,id=nc,ifname={TAP_C},script=no,downscript=no",
-            "-device", f"virtio-net-pci,netdev=nc,addr=0x4,disable-legacy=on,iommu_platform=on,ats=on,"
-                       "mac=52:54:00:80:00:01",
+            # the client's NIC has two queue pairs: the tap spreads flows over them by hash
+            "-netdev", f"tap,id=nc,ifname={TAP_C},script=no,downscript=no,queues=2",
+            "-device", f"virtio-net-pci,netdev=nc,addr=0x4,disable-legacy=on,iommu_platform=on,ats=on,mq=on,"
+                       "vectors=6,mac=52:54:00:80:00:01",
             "-netdev", f"tap,id=ns,ifname={TAP_S},script=no,downscript=no",
             "-device", "e1000e,netdev=ns,addr=0x5,mac=52:54:00:80:00:02",
             "-device", "virtio-serial-pci",
@@ -158,7 +159,7 @@ def taps():
         for t in (TAP_C, TAP_S):
             _claim(t)
             sh("ip", "link", "del", t, check=False)
-            sh("ip", "tuntap", "add", "dev", t, "mode", "tap")
+            sh("ip", "tuntap", "add", "dev", t, "mode", "tap", *(["multi_queue"] if t == TAP_C else []))
             sh("ip", "link", "set", t, "up")
             made.append(t)
         yield made
@@ -231,12 +232,12 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
             if qemu.poll() is not None:
                 raise AssertionError("QEMU exited:\n" + (workdir / "console.log").read_text(errors="replace")[-3000:])
             try:
-                return len(ctl.call("nfs")["nfs"]) == 3
+                return len(ctl.call("nfs")["nfs"]) == 4
             except (OSError, ValueError, KeyError):
                 ctl.close()
                 return False
         try:
-            wait_until(attached, 180, "sluiced and 3 NFs up in the guest", interval=1.0)
+            wait_until(attached, 180, "sluiced and 4 NFs up in the guest", interval=1.0)
         except AssertionError as e:
             raise AssertionError(f"{e}; the guest's console:\n"
                                  + (workdir / "console.log").read_text(errors="replace")[-4000:]) from None
@@ -267,9 +268,11 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
         _, err = http.communicate(timeout=10)
         assert f'{PUBLIC} - - ' in err and CLIENT not in err, err  # the server saw the NAT's address
 
-        # frames through fwd alone (a rule steers them): byte-identical on the other side
-        frames = udp_frames(60, CLIENT, SERVER, bytes(range(64)), sport=lambda i: 40000 + i, dport=PLAIN_PORT,
-                            mac_src=MAC_C, mac_dst=MAC_S)
+        # frames through fwd alone (a rule steers them): 16 flows of 10, each with its sequence number,
+        # spread over the client NIC's two queues (and the guest's two workers): every one arrives
+        # byte-identical, and each flow in order
+        frames = udp_frames(160, CLIENT, SERVER, bytes(range(64)), sport=lambda i: 40000 + i % 16, dport=PLAIN_PORT,
+                            ip_id=lambda i: i // 16, mac_src=MAC_C, mac_dst=MAC_S)
         cap = net.popen([sys.executable, "-c", RAW_CAPTURE, TAP_S, len(frames), PLAIN_PORT, 30], ns=NS_S,
                         stdout=subprocess.PIPE, text=True)
         assert cap.stdout.readline().strip() == "ready"
@@ -277,10 +280,14 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
         send.communicate("\n".join(f.hex() for f in frames), timeout=30)
         got = [bytes.fromhex(h) for h in cap.communicate(timeout=60)[0].split()]
         assert sorted(got) == sorted(frames), f"{len(got)} of {len(frames)} frames came back identical"
+        for flow in range(16):  # per flow, the IP ids (the sequence numbers) in the order they arrived
+            seq = [int.from_bytes(f[18:20], "big") for f in got if int.from_bytes(f[34:36], "big") == 40000 + flow]
+            assert seq == sorted(seq), (flow, seq)
+        queues = next(p for p in ctl.call("ports")["ports"] if p["name"] == "client")["queues"]
+        assert len(queues) == 2 and all(q["rx_pkts"] > 0 for q in queues), queues
         plain = next(c for c in ctl.call("chains")["chains"] if c["name"] == "plain")
         assert plain["nfs"] == ["fwd"]
-        fwd = next(n for n in ctl.call("nfs")["nfs"] if n["name"] == "fwd.0")
-        assert fwd["rx_pkts"] >= len(frames)
+        assert sum(n["rx_pkts"] for n in ctl.call("nfs")["nfs"] if n["service"] == "fwd") >= len(frames)
 
         audit = ctl.call("pool_audit")
         assert audit["whole"], json.dumps({k: v for k, v in audit.items() if k not in ("missing",)})
