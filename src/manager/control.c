@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
 
@@ -295,6 +296,10 @@ static json_t *j_ports(void)
 	for (unsigned i = 0; i < M.nports; i++)
 		if (M.ports[i].live) /* a deleted port's id is a hole until port_add reuses it */
 			json_array_append_new(a, j_port_full(i));
+		else if (M.ports[i].gone) /* unplugged: listed until port_del, down */
+			json_array_append_new(a, json_pack("{s:I,s:s,s:s,s:s,s:o,s:b}", "id", (json_int_t)i, "name",
+							   M.ports[i].name, "vdev", M.ports[i].vdev, "state", "removed",
+							   "link", json_pack("{s:b}", "up", 0), "polled", 0));
 	return a;
 }
 
@@ -676,6 +681,11 @@ static void nf_pages_port(unsigned id, const char *name)
 static uint32_t port_retire(unsigned pi, uint32_t *flows_gone, uint32_t *discarded)
 {
 	struct port *p = &M.ports[pi];
+	if (p->gone) { /* unplugged: already out of use, its device released (ctl_ports_unplugged) */
+		*flows_gone = *discarded = 0;
+		port_forget(p);
+		return 0;
+	}
 	struct wcmd c = { .type = WCMD_PORT_DEL, .nf = pi };
 	worker_call(&c);
 	if (c.result)
@@ -696,6 +706,38 @@ static uint32_t port_retire(unsigned pi, uint32_t *flows_gone, uint32_t *discard
 	/* M.nports stays: ids below it that name no port (deleted ones) are still ids, so an NF that
 	 * keeps sending to a deleted port's id gets no_path, not a violation (invalid_desc dest) */
 	return 0;
+}
+
+void ctl_ports_unplugged(void)
+{
+	uint64_t v;
+	if (read(M.dev_efd, &v, sizeof(v)) < 0) { /* EAGAIN: a spurious wake-up */
+	}
+	for (unsigned pi = 0; pi < M.nports; pi++) {
+		struct port *p = &M.ports[pi];
+		if (!__atomic_load_n(&p->unplug, __ATOMIC_ACQUIRE) || !p->live)
+			continue;
+		/* as port_del, whatever refers to it: its worker stops polling and sending on it (flows
+		 * pinned to it stay, their packets drop as no_path), then the device goes */
+		struct wcmd c = { .type = WCMD_PORT_DEL, .nf = pi, .arg = (void *)1 };
+		worker_call(&c);
+		char err[256];
+		if (route_set_port(pi, -1, err, sizeof(err)) < 0)
+			LOG("control: port %s: the route keeps its ingress chain (%s); a dead port is not polled", p->name, err);
+		for (unsigned k = 0; __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) > 0 && k < 100000; k++)
+			usleep(10);
+		struct rte_eth_dev_info info;
+		struct rte_device *dev = rte_eth_dev_info_get(p->port_id, &info) == 0 ? info.device : NULL;
+		uint64_t rx, tx, rxb, txb, copied;
+		port_totals(p, &rx, &rxb, &tx, &txb, &copied);
+		port_close(p);
+		int rc = dev ? rte_dev_remove(dev) : -ENODEV; /* releases VFIO: the kernel finishes the unplug */
+		p->gone = true;
+		nf_pages_port(pi, NULL);
+		LOG("port %s: device %s was removed (hot-unplug): the port is down (%llu packets received, %llu sent); "
+		    "packets for it drop as no_path; %s", p->name, p->devname, (unsigned long long)rx,
+		    (unsigned long long)tx, rc == 0 ? "device released" : "device not released");
+	}
 }
 
 /* Add a port at runtime: the config's checks for a port, then port_open as for a config port, its

@@ -1602,8 +1602,8 @@ static void exec_cmd(struct wcmd *c)
 	case WCMD_PORT_DEL: { /* worker 0, the others paused with their staging flushed (worker_call) */
 		struct port *p = &M.ports[c->nf];
 		c->result = flows_port_del((uint16_t)c->nf, &c->drained);
-		if (c->result)
-			break; /* NFs pinned flows to it: refused, nothing changed */
+		if (c->result && c->arg == NULL)
+			break; /* NFs pinned flows to it: refused, nothing changed (arg: the device is gone, go on) */
 		__atomic_store_n(&p->live, false, __ATOMIC_RELEASE);
 		/* what is staged for it goes out now (every worker flushed before it paused, so this is
 		 * normally nothing); what other workers handed it before it died, in their inboxes,

@@ -7,6 +7,7 @@
  * Set-up order (and the reverse on the way out): config -> EAL -> packet
  * region + pool -> ports -> registry (services, routes) -> rules -> sockets -> worker.
  */
+#define ALLOW_EXPERIMENTAL_API /* rte_dev_event_callback_register: PCI hot-unplug (experimental in DPDK 22.11) */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include <rte_cycles.h>
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -153,6 +156,7 @@ static void control_loop(void)
 			case EP_NF: attach_event(&M.nfs[idx], evs[i].events); break;
 			case EP_CTL: ctl_event((void *)(uintptr_t)idx, evs[i].events); break;
 			case EP_FAULT: attach_faults(); break;
+			case EP_DEV_EVENT: ctl_ports_unplugged(); break;
 			case EP_GUEST_LISTEN: attach_guest_accept(idx); break;
 			case EP_GUEST_IVSHMEM: guest_ivshmem_accept(idx); break;
 			}
@@ -185,6 +189,22 @@ static void quiesce(void)
 	} while (now_ms() - t0 < QUIESCE_MS);
 	LOG("restart: ports paused; NFs %s after %llu ms", held ? "still hold packets" : "hold nothing",
 	    (unsigned long long)(now_ms() - t0));
+}
+
+/* EAL's interrupt thread: a PCI device is going (VFIO relays the kernel's request to release it). Only
+ * flags the port and wakes the control loop, which takes it out of use (ctl_ports_unplugged). */
+static void on_dev_event(const char *name, enum rte_dev_event_type type, void *arg)
+{
+	(void)arg;
+	if (type != RTE_DEV_EVENT_REMOVE)
+		return;
+	for (unsigned i = 0; i < M.nports; i++)
+		if (M.ports[i].pci && M.ports[i].live && !strcmp(M.ports[i].devname, name)) {
+			__atomic_store_n(&M.ports[i].unplug, true, __ATOMIC_RELEASE);
+			uint64_t one = 1;
+			if (write(M.dev_efd, &one, sizeof(one)) < 0) { /* a full counter: a wake-up is pending */
+			}
+		}
 }
 
 static int epoll_add(int fd, enum ep_kind kind)
@@ -220,7 +240,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stderr, NULL, _IOLBF, 0);
-	M.nf_listen = M.ctl_listen = M.epfd = M.sigfd = -1;
+	M.nf_listen = M.ctl_listen = M.epfd = M.sigfd = M.dev_efd = -1;
 	M.started_ms = now_ms();
 	char err[512];
 	if (config_load(config_path, &M.cfg, err, sizeof(err)) != 0) {
@@ -347,6 +367,19 @@ int main(int argc, char **argv)
 	epoll_add(M.nf_listen, EP_NF_LISTEN);
 	epoll_add(M.ctl_listen, EP_CTL_LISTEN);
 	epoll_add(worker_fault_fd(), EP_FAULT);
+	bool pci = false;
+	for (unsigned i = 0; i < M.nports; i++)
+		pci |= M.ports[i].pci;
+	if (pci) { /* hot-unplug of a PCI NIC (docs/ports.md "PCI NICs"); teardown twin below */
+		M.dev_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (M.dev_efd < 0 || rte_dev_event_callback_register(NULL, on_dev_event, NULL) != 0) {
+			LOG("warning: no device events (%s): an unplugged PCI NIC would not be noticed", strerror(errno));
+			if (M.dev_efd >= 0)
+				close(M.dev_efd);
+			M.dev_efd = -1;
+		} else
+			epoll_add(M.dev_efd, EP_DEV_EVENT);
+	}
 
 	if (sched_start() < 0 || worker_launch() < 0)
 		goto out;
@@ -374,6 +407,11 @@ out:
 			  M.restart ? "sluiced is restarting: attach again" : "sluiced is shutting down");
 	worker_stop();
 	sched_stop();
+	if (M.dev_efd >= 0) {
+		rte_dev_event_callback_unregister(NULL, on_dev_event, NULL);
+		close(M.dev_efd);
+		M.dev_efd = -1;
+	}
 	guest_release_all();
 	ctl_close_all();
 	if (M.ctl_listen >= 0) {

@@ -215,6 +215,13 @@ void region_dma_unmap(struct region *r, struct rte_device *dev)
 {
 	if (r->dma_maps == 0)
 		return;
+	/* Under VFIO every PCI device of DPDK's default container shares one IOMMU mapping: the second
+	 * device's map found it there, and unmapping for one device unmaps for all (a NIC unplugged next to
+	 * another then made the other's DMA fault). The mapping goes with the last device. */
+	if (r->dma_maps > 1) {
+		r->dma_maps--;
+		return;
+	}
 	if (rte_dev_dma_unmap(dev, r->base, (uint64_t)(uintptr_t)r->base, r->size) == 0)
 		r->dma_maps--;
 }

@@ -649,6 +649,7 @@ void port_forget(struct port *p)
 	memset(p->rxq_worker, 0, sizeof(p->rxq_worker));
 	p->own_pool = NULL;
 	p->dma_dev = NULL;
+	p->unplug = p->gone = false;
 	p->dev_bufs = 0;
 	p->tx_copy = false;
 	p->tx_copied = 0;

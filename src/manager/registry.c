@@ -39,8 +39,8 @@ int service_get_or_create(const char *name)
 
 int port_lookup(const char *name)
 {
-	for (unsigned i = 0; i < M.nports; i++) /* a deleted port's id (a hole) is no port */
-		if (M.ports[i].live && !strcmp(M.ports[i].name, name))
+	for (unsigned i = 0; i < M.nports; i++) /* a deleted port's id (a hole) is no port; an unplugged one is */
+		if ((M.ports[i].live || M.ports[i].gone) && !strcmp(M.ports[i].name, name))
 			return (int)i;
 	return -1;
 }

@@ -301,6 +301,10 @@ struct port {
 	/* a PCI device: every region mapped for its DMA (dma_dev), or, where that failed, own_pool for RX
 	 * and a copy of what it sends (tx_copy, counted in tx_copied) -- docs/ports.md "PCI NICs" */
 	struct rte_device *dma_dev;
+	/* hot-unplug (docs/ports.md "PCI NICs"): EAL said the device is going (unplug, set in EAL's
+	 * interrupt thread); the control thread took the port out of use and released the device (gone:
+	 * still listed, by name, until port_del; packets for it drop as no_path) */
+	bool unplug, gone;
 	uint32_t dev_bufs;  /* a PCI port's RX and TX descriptors: buffers its device rings may hold */
 	bool tx_copy;
 	uint64_t tx_copied;
@@ -778,6 +782,7 @@ struct manager {
 	char nf_sock_path[108];
 	char ctl_sock_path[108];
 	int nf_listen, ctl_listen, epfd, sigfd;
+	int dev_efd;                /* PCI device events (hot-unplug): EAL's thread pokes it, the control loop acts */
 };
 
 extern struct manager M;
@@ -876,6 +881,9 @@ void nf_detach(struct nf *nf, uint32_t code, const char *reason);
 
 /* control.c */
 int ctl_listen(void);
+/* Take the ports whose PCI device EAL reported removed out of use and release their devices, so the
+ * kernel can finish the unplug (control thread, on EP_DEV_EVENT). */
+void ctl_ports_unplugged(void);
 /* Write the runtime state (what the control API changed: services, chains, ports, rules) to
  * <socket dir>/runtime.json, atomically. Returns 0 or -1 (logged). */
 int ctl_runtime_save(void);
@@ -915,7 +923,8 @@ static inline uint64_t now_ms(void)
 }
 
 /* epoll tags */
-enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT, EP_GUEST_LISTEN, EP_GUEST_IVSHMEM };
+enum ep_kind { EP_NF_LISTEN = 1, EP_CTL_LISTEN, EP_SIGNAL, EP_NF, EP_CTL, EP_FAULT, EP_GUEST_LISTEN, EP_GUEST_IVSHMEM,
+	       EP_DEV_EVENT };
 struct ep_tag { enum ep_kind kind; void *ptr; };
 
 #define LOG(fmt, ...) fprintf(stderr, "sluiced: " fmt "\n", ##__VA_ARGS__)

@@ -12,7 +12,9 @@ a virtio-serial port (tests/guest/ctl_relay.c), so the test asks the guest's slu
 NFs and pool audit as it would a local one. Checked: ping, curl and iperf3 through firewall -> nat
 (the server sees the NAT's address), 160 UDP frames of 16 flows steered by a rule through `fwd` arrive
 byte-identical and in order per flow over the virtio NIC's two queues (two workers in the guest),
-the pool audit is whole. A functional test, not a benchmark: everything in the guest is emulated.
+the pool audit is whole. Then the e1000e is unplugged through QEMU's monitor: the port goes down, the
+device is released (the guest completes the unplug), packets for it are counted as no_path, nothing
+crashes and the pool is whole. A functional test, not a benchmark: everything in the guest is emulated.
 """
 
 import contextlib
@@ -35,7 +37,7 @@ NS_C, NS_S = "slt-pg-c", "slt-pg-s"
 TAP_C, TAP_S = "slt-pg-tc", "slt-pg-ts"
 CLIENT, SERVER, PUBLIC, GW = "10.80.1.2", "10.80.2.2", "10.80.2.1", "10.80.1.1"
 MAC_C, MAC_S = "02:00:00:80:01:02", "02:00:00:80:02:02"
-NIC_C, NIC_S = "0000:00:04.0", "0000:00:05.0"   # the guest's PCI addresses of the two NICs
+NIC_C, NIC_S = "0000:00:04.0", "0000:01:00.0"   # the guest's PCI addresses of the two NICs (e1000e: on a root port)
 OVERLAY = BUILD / "guest" / "dpdk.cpio"
 PLAIN_PORT = 9999  # UDP to this port is steered through `fwd` alone: must arrive byte-identical
 
@@ -72,6 +74,39 @@ class Ctl:
         if self.s is not None:
             self.s.close()
             self.s = None
+
+
+class Qmp:
+    """QEMU's monitor (QMP) on a UNIX socket: commands, and the events that come between."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(str(path))
+        self.f = self.s.makefile("rw")
+        self.events = []
+        json.loads(self.f.readline())  # the greeting
+        self.call("qmp_capabilities")
+
+    def _read(self):
+        msg = json.loads(self.f.readline())
+        if "event" in msg:
+            self.events.append(msg["event"])
+        return msg
+
+    def call(self, cmd, **args):
+        self.f.write(json.dumps({"execute": cmd, "arguments": args}) + "\n")
+        self.f.flush()
+        while True:
+            msg = self._read()
+            if "return" in msg:
+                return msg["return"]
+            if "error" in msg:
+                raise AssertionError(f"QMP {cmd}: {msg['error']}")
+
+    def wait_event(self, name, timeout):
+        self.s.settimeout(timeout)
+        while name not in self.events:
+            self._read()
 
 
 def sluiced_config(wd):
@@ -146,7 +181,10 @@ def qemu_argv(initrd, script, ctl_path):
             "-device", f"virtio-net-pci,netdev=nc,addr=0x4,disable-legacy=on,iommu_platform=on,ats=on,mq=on,"
                        "vectors=6,mac=52:54:00:80:00:01",
             "-netdev", f"tap,id=ns,ifname={TAP_S},script=no,downscript=no",
-            "-device", "e1000e,netdev=ns,addr=0x5,mac=52:54:00:80:00:02",
+            # on a PCIe root port, so that it can be unplugged (device_del): the root bus has no hotplug
+            "-device", "pcie-root-port,id=rp1,slot=1,chassis=1",
+            "-device", "e1000e,netdev=ns,bus=rp1,id=nic1,mac=52:54:00:80:00:02",
+            "-qmp", f"unix:{ctl_path.parent / 'qmp.sock'},server=on,wait=off",
             "-device", "virtio-serial-pci",
             "-chardev", f"socket,id=ctl,path={ctl_path},server=on,wait=off",
             "-device", "virtserialport,chardev=ctl,name=sluice-ctl"]
@@ -245,7 +283,7 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
         log = (workdir / "console.log").read_text(errors="replace")
         assert ports["client"]["dma_mapped"] and ports["server"]["dma_mapped"], (ports, log[-3000:])
         assert "tx_copied" not in ports["client"] and "rx_copied" not in ports["client"]
-        assert "mapped for DMA by 0000:00:04.0" in log and "(net_virtio)" in log and "(net_e1000_em)" in log, log
+        assert f"mapped for DMA by {NIC_C}" in log and f"mapped for DMA by {NIC_S}" in log and "(net_virtio)" in log and "(net_e1000_em)" in log, log
 
         # ping, curl, iperf3 through firewall -> nat
         out = sh("ping", "-c", "3", "-i", "0.3", "-W", "5", SERVER, ns=NS_C, check=False).stdout
@@ -295,6 +333,33 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
         assert 0 < audit["in_device"] <= audit["device_descriptors"], audit
         st = ctl.call("stats")
         assert st["drops"]["invalid_desc"] == 0 and st["drops"]["no_buffer"] == 0, st["drops"]
+
+        # hot-unplug of the e1000e through QEMU's monitor: sluiced takes the port out of use and releases
+        # the device (the guest finishes the unplug: DEVICE_DELETED), keeps running, counts what would
+        # have gone out on it, and the pool is whole again
+        qmp = Qmp(workdir / "qmp.sock")
+        qmp.call("device_del", id="nic1")
+
+        def removed():
+            ports = {p["name"]: p for p in ctl.call("ports")["ports"]}
+            return ports["server"].get("state") == "removed" and not ports["server"]["link"]["up"]
+        wait_until(removed, 90, "the server port removed after the unplug", interval=0.5)
+        qmp.wait_event("DEVICE_DELETED", 60)
+        log = (workdir / "console.log").read_text(errors="replace")
+        assert "was removed (hot-unplug): the port is down" in log and "device released" in log, log[-2000:]
+        before = ctl.call("stats")["drops"]["no_path"]
+        sh("ping", "-c", "3", "-i", "0.2", "-W", "1", SERVER, ns=NS_C, check=False)
+        try:
+            wait_until(lambda: ctl.call("stats")["drops"]["no_path"] >= before + 3, 10, "no_path counting the pings")
+        except AssertionError:
+            st = ctl.call("stats")
+            raise AssertionError((before, st["drops"], [(p["name"], p.get("rx_pkts"), p.get("drops")) for p in st["ports"]],
+                                  [(n["name"], n["rx_pkts"], n["tx_pkts"]) for n in st["nfs"]])) from None
+        # the other NIC still receives into the region (the IOMMU mapping its DMA uses is shared, and stays)
+        assert ctl.call("stats")["drops"]["malformed"] == 0
+        audit = ctl.call("pool_audit")
+        assert audit["whole"], json.dumps({k: v for k, v in audit.items() if k not in ("missing",)})
+        assert qemu.poll() is None and len(ctl.call("nfs")["nfs"]) == 4
     finally:
         ctl.close()
         with contextlib.suppress(OSError):
