@@ -11,6 +11,7 @@ point (command line, and the names bench/run.py and bench/density.py import from
     steering.py  steering: rules and flows (bench/steering.py)
     trust.py     trust domains: the cost of a copy at a boundary (bench/trust.py)
     restart.py   live operations: sluiced restarts and reloads (bench/restart.py)
+    pci_guest.py PCI NICs in a guest: Sluice and testpmd on the same NICs (bench/pci_guest.py)
     nfs.py       NF library, Mpps per NF (bench/nfs.py)
     history.py   the "All runs" table
     document.py  render(): the machine, every section in order, the hand-written notes, the history
