@@ -25,7 +25,7 @@ def pci_guest_section(loaded: list[tuple[Path, dict]], out_dir: Path) -> list[st
           "e1000e's tap counts what comes out over the middle half. Systems alternate within each of "
           f"{cfg.get('rounds', '?')} rounds; median with min–max. Under emulation the figures compare the two "
           "forwarders on one machine; they are not what a NIC does.", "",
-          "| system | delivered, median (min–max) | vs testpmd |", "|---|---:|---:|"]
+          "| system | delivered Mpps, median (min–max) | vs testpmd |", "|---|---:|---:|"]
     base = rows.get("testpmd", {}).get("median_pps")
     for s in ("sluice", "testpmd"):
         r = rows.get(s)
