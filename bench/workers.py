@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Several workers (issue 16, docs/architecture.md "Workers"): aggregate rate as workers are added.
 
-    bench/workers.py --workers 1,2,4 --cores 2-9 [--nfs 2] [--size 64] [--mode poll] [--duration 3]
+    bench/workers.py --workers 1,2,4 --cores 2-9 [--layout lanes|multiqueue] [--nfs 2] [--size 64]
+                     [--mode poll] [--duration 3]
 
 For each worker count W: sluiced with `workers: W` (main lcore on the first core given, one core per
 worker after it), W independent lanes -- port srcK (net_null, size=B, copy=0) -> chain cK of `--nfs`
@@ -9,7 +10,11 @@ sluice-nf-fwd -> port dstK -- so that lane K's chain, ports and NFs are placed o
 index picks its worker; its ingress and exit ports follow it): no packet crosses between workers.
 Each lane's NFs are pinned to a core of their own after the workers' (`taskset`), so the NFs are
 never the bound. The figure is the sum of the dst ports' tx rate over the window, and the per-lane
-rates. Scaling is the point: rerun on a machine with at least 2 + W + W x nfs cores (this 2-vCPU
+rates. `--layout multiqueue` (issue 36, docs/ports.md "Multi-queue ports"): one port src with `queues: W`
+(net_null, each queue its own source) -> chain c of `--nfs` services with W replicas each -> port dst
+(a TX queue per worker): queue K is polled by worker K, which keeps its packets on the replicas it
+serves (flow affinity) and sends on its own TX queue, so again nothing crosses between workers; the
+per-lane figures are the RX queues' rates. Scaling is the point: rerun on a machine with at least 2 + W + W x nfs cores (this 2-vCPU
 development machine cannot show it: its run here only checks that the method works, with every
 worker sharing one core). Prints one JSON line per W; nothing is written to bench/results.
 """
@@ -54,7 +59,17 @@ def lane_config(workers: int, nfs: int, size: int, lcores: list[int]) -> dict:
             "ports": ports, "chains": chains, "nfs": [{"name": n} for n in names]}
 
 
-def run(workers: int, nfs: int, size: int, mode: str, cores: list[int], duration: float) -> dict:
+def mq_config(workers: int, nfs: int, size: int, lcores: list[int]) -> dict:
+    svcs = [f"f{j}" for j in range(nfs)]
+    return {"sluiced": {"pool_mbufs": 16384 * workers, "ring_size": 1024, "max_nfs": max(64, workers * nfs),
+                        "workers": workers, "lcores": ",".join(map(str, lcores))},
+            "ports": [{"name": "src", "vdev": f"net_null0,size={size},copy=0", "chain": "c", "queues": workers},
+                      {"name": "dst", "vdev": f"net_null1,size={size},copy=0", "queues": workers}],
+            "chains": [{"name": "c", "nfs": svcs, "exit": "dst"}], "nfs": [{"name": n} for n in svcs]}
+
+
+def run(workers: int, nfs: int, size: int, mode: str, cores: list[int], duration: float,
+        layout: str = "lanes") -> dict:
     if len(cores) < 2:
         raise BenchError("--cores: name at least two cores")
     # main + one per worker; a small machine repeats its last core (then the figure means nothing)
@@ -62,7 +77,8 @@ def run(workers: int, nfs: int, size: int, mode: str, cores: list[int], duration
     nf_cores = cores[1 + workers:] or [cores[0]]
     with tempfile.TemporaryDirectory(prefix="sluice-bench-workers-") as tmp:
         d = Path(tmp)
-        (d / "cfg.json").write_text(json.dumps(lane_config(workers, nfs, size, lcores), indent=1))
+        cfg = lane_config(workers, nfs, size, lcores) if layout == "lanes" else mq_config(workers, nfs, size, lcores)
+        (d / "cfg.json").write_text(json.dumps(cfg, indent=1))
         sluiced, out = spawn([str(SLUICED), "--config", str(d / "cfg.json"), "--socket-dir", str(d)], "sluiced")
         procs = []
         try:
@@ -71,9 +87,10 @@ def run(workers: int, nfs: int, size: int, mode: str, cores: list[int], duration
             for k in range(workers):
                 core = nf_cores[k % len(nf_cores)]
                 for j in range(nfs):
+                    # lanes: lane k's own services; multiqueue: replica k of each service
+                    name, svc = (f"l{k}f{j}.0", f"l{k}f{j}") if layout == "lanes" else (f"f{j}.{k}", f"f{j}")
                     p, _ = spawn(["taskset", "-c", str(core), str(NF_FWD), "--socket", str(d / "nf.sock"),
-                                  "--name", f"l{k}f{j}.0", "--service", f"l{k}f{j}", "--wakeup", mode],
-                                 f"fwd l{k}f{j}")
+                                  "--name", name, "--service", svc, "--wakeup", mode], f"fwd {name}")
                     procs.append(p)
             deadline = time.monotonic() + 30
             while ctl.call("status")["nf_count"] < workers * nfs:
@@ -83,14 +100,17 @@ def run(workers: int, nfs: int, size: int, mode: str, cores: list[int], duration
             placed = {n["name"]: n["worker"] for n in ctl.call("nfs")["nfs"]}
 
             def tx() -> list[int]:
-                ports = {p["name"]: p["tx_pkts"] for p in ctl.call("stats")["ports"]}
-                return [ports[f"dst{k}"] for k in range(workers)]
+                ports = {p["name"]: p for p in ctl.call("stats")["ports"]}
+                if layout == "lanes":
+                    return [ports[f"dst{k}"]["tx_pkts"] for k in range(workers)]
+                return [q["tx_pkts"] for q in ports["dst"]["tx_queues"]]  # what each worker sent
             time.sleep(1.0)
             t0, c0 = time.monotonic(), tx()
             time.sleep(duration)
             t1, c1 = time.monotonic(), tx()
             lanes = [(b - a) / (t1 - t0) / 1e6 for a, b in zip(c0, c1)]
-            return {"workers": workers, "nfs_per_lane": nfs, "size": size, "mode": mode, "lcores": lcores,
+            return {"layout": layout, "workers": workers, "nfs_per_lane": nfs, "size": size, "mode": mode,
+                    "lcores": lcores,
                     "nf_cores": nf_cores[:workers], "placement": placed, "mpps": round(sum(lanes), 3),
                     "lane_mpps": [round(x, 3) for x in lanes]}
         finally:
@@ -105,6 +125,9 @@ def main() -> int:
     ap.add_argument("--cores", default=",".join(map(str, range(os.cpu_count() or 2))),
                     help="cores to use, main lcore first, then workers, then NFs (default: all)")
     ap.add_argument("--nfs", type=int, default=2, help="fwd NFs per lane (default 2)")
+    ap.add_argument("--layout", default="lanes", choices=["lanes", "multiqueue"],
+                    help="lanes: a port pair and chain per worker; multiqueue: one port pair with a queue per "
+                         "worker and a replica of each NF per worker (default lanes)")
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--mode", default="poll", choices=["poll", "adaptive", "block"])
     ap.add_argument("--duration", type=float, default=3.0)
@@ -112,7 +135,7 @@ def main() -> int:
     cores = parse_cores(a.cores)
     try:
         for w in [int(x) for x in a.workers.split(",") if x]:
-            print(json.dumps(run(w, a.nfs, a.size, a.mode, cores, a.duration)), flush=True)
+            print(json.dumps(run(w, a.nfs, a.size, a.mode, cores, a.duration, a.layout)), flush=True)
     except (BenchError, subprocess.SubprocessError, OSError) as e:
         print(f"workers.py: error: {e}", file=sys.stderr)
         return 1

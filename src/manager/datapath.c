@@ -25,6 +25,8 @@
 #include <rte_hash_crc.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
+#include <rte_tcp.h>
+#include <rte_udp.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
@@ -980,6 +982,57 @@ static enum sl_desc_verdict out_set(struct rte_mbuf *m, const struct sl_dest_aut
 	for (uint64_t b = share; b; b &= b - 1)
 		to_port((uint16_t)__builtin_ctzll(b), m);
 	return SL_DESC_OK;
+}
+
+/* rx_checksum on a device that hands over TCP/UDP packets with a partial checksum (virtio-net with
+ * GUEST_CSUM: RX_L4_CKSUM_NONE, "the data is good, the checksum field holds the pseudo-header sum"):
+ * NFs and the wire need the real one, so it is completed here (IPv4 or IPv6 without extension headers,
+ * behind at most one VLAN tag; anything else is left as it came). docs/ports.md "PCI NICs". */
+static void l4_cksum_complete(struct rte_mbuf *m)
+{
+	uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+	uint32_t len = m->data_len, off = 14;
+	if (len < 14)
+		return;
+	uint16_t et = (uint16_t)(d[12] << 8 | d[13]);
+	if (et == RTE_ETHER_TYPE_VLAN && len >= 18) {
+		et = (uint16_t)(d[16] << 8 | d[17]);
+		off = 18;
+	}
+	uint8_t proto;
+	uint32_t l4;
+	if (et == RTE_ETHER_TYPE_IPV4 && len >= off + 20) {
+		const struct rte_ipv4_hdr *ip = (const struct rte_ipv4_hdr *)(d + off);
+		l4 = off + (uint32_t)(ip->version_ihl & 0xf) * 4;
+		proto = ip->next_proto_id;
+		if ((ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_OFFSET_MASK | RTE_IPV4_HDR_MF_FLAG)) ||
+		    l4 > len || off + rte_be_to_cpu_16(ip->total_length) > len)
+			return;
+		if (proto == IPPROTO_TCP && l4 + 20 <= len) {
+			struct rte_tcp_hdr *t = (struct rte_tcp_hdr *)(d + l4);
+			t->cksum = 0;
+			t->cksum = rte_ipv4_udptcp_cksum(ip, t);
+		} else if (proto == IPPROTO_UDP && l4 + 8 <= len) {
+			struct rte_udp_hdr *u = (struct rte_udp_hdr *)(d + l4);
+			u->dgram_cksum = 0;
+			u->dgram_cksum = rte_ipv4_udptcp_cksum(ip, u);
+		}
+	} else if (et == RTE_ETHER_TYPE_IPV6 && len >= off + 40) {
+		const struct rte_ipv6_hdr *ip = (const struct rte_ipv6_hdr *)(d + off);
+		l4 = off + 40;
+		proto = ip->proto;
+		if (off + 40 + rte_be_to_cpu_16(ip->payload_len) > len)
+			return;
+		if (proto == IPPROTO_TCP && l4 + 20 <= len) {
+			struct rte_tcp_hdr *t = (struct rte_tcp_hdr *)(d + l4);
+			t->cksum = 0;
+			t->cksum = rte_ipv6_udptcp_cksum(ip, t);
+		} else if (proto == IPPROTO_UDP && l4 + 8 <= len) {
+			struct rte_udp_hdr *u = (struct rte_udp_hdr *)(d + l4);
+			u->dgram_cksum = 0;
+			u->dgram_cksum = rte_ipv6_udptcp_cksum(ip, u);
+		}
+	}
 }
 
 /* A frame whose outer 802.1Q tag the port left in the mbuf (VLAN_STRIP, port.c) gets it back in its
@@ -2059,6 +2112,8 @@ static inline uint16_t rx_queue(const struct route *rt, const struct steer *sr, 
 		if (unlikely((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
 			     (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD))
 			shared_add(&p->st.rx_csum_bad, 1); /* rx_checksum: counted, delivered (docs/ports.md) */
+		else if (unlikely((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_NONE))
+			l4_cksum_complete(m); /* a partial checksum (virtio): NFs and the wire need the whole one */
 		bytes += m->pkt_len;
 		if (unlikely(m->nb_segs != 1)) { /* longer than a buffer: never truncated */
 			shared_add(&p->st.drop_too_long, 1);

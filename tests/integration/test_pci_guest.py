@@ -118,8 +118,8 @@ def sluiced_config(wd):
     text = f"""\
 sluiced: {{pool_mbufs: 4096, lcores: "0,1,1", workers: 2, huge_pages: "on"}}
 ports:
-  - {{name: client, vdev: "pci:{NIC_C}", chain: c2s, queues: 2}}
-  - {{name: server, vdev: "pci:{NIC_S}", chain: s2c}}
+  - {{name: client, vdev: "pci:{NIC_C}", chain: c2s, queues: 2, offloads: [rx_checksum]}}
+  - {{name: server, vdev: "pci:{NIC_S}", chain: s2c, rx_desc: 512, offloads: [rx_checksum, vlan_strip, vlan_insert]}}
 chains:
   - {{name: c2s, nfs: [firewall, nat], exit: server}}
   - {{name: s2c, nfs: [nat, firewall], exit: client}}
@@ -283,6 +283,10 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
         log = (workdir / "console.log").read_text(errors="replace")
         assert ports["client"]["dma_mapped"] and ports["server"]["dma_mapped"], (ports, log[-3000:])
         assert "tx_copied" not in ports["client"] and "rx_copied" not in ports["client"]
+        # the devices' offloads, as configured (both PMDs offer these), and the descriptor count asked for
+        assert ports["client"]["offloads"] == ["rx_checksum"], ports["client"]
+        assert ports["server"]["offloads"] == ["rx_checksum", "vlan_strip", "vlan_insert"], ports["server"]
+        assert ports["server"]["rx_desc"] == 512 and ports["server"]["link"]["up"], ports["server"]
         assert f"mapped for DMA by {NIC_C}" in log and f"mapped for DMA by {NIC_S}" in log and "(net_virtio)" in log and "(net_e1000_em)" in log, log
 
         # ping, curl, iperf3 through firewall -> nat
@@ -333,6 +337,8 @@ def test_sluiced_on_pci_nics_in_a_guest(net, taps, workdir):  # noqa: F811
         assert 0 < audit["in_device"] <= audit["device_descriptors"], audit
         st = ctl.call("stats")
         assert st["drops"]["invalid_desc"] == 0 and st["drops"]["no_buffer"] == 0, st["drops"]
+        # every frame came with a good checksum: the devices checked them (rx_checksum), none flagged bad
+        assert all(p["rx_csum_bad"] == 0 for p in st["ports"]), [(p["name"], p["rx_csum_bad"]) for p in st["ports"]]
 
         # hot-unplug of the e1000e through QEMU's monitor: sluiced takes the port out of use and releases
         # the device (the guest finishes the unplug: DEVICE_DELETED), keeps running, counts what would
