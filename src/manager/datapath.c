@@ -523,7 +523,9 @@ static void tx_copy_out(struct port *p, struct port_stage *ps)
 		struct rte_mbuf *m = ps->m[i], *c = rte_pktmbuf_alloc(p->own_pool);
 		if (c && rte_pktmbuf_append(c, (uint16_t)m->data_len)) {
 			rte_memcpy(rte_pktmbuf_mtod(c, uint8_t *), rte_pktmbuf_mtod(m, const uint8_t *), m->data_len);
-			c->ol_flags = m->ol_flags;
+			/* only what asks the device for TX work: m's other flags describe its own buffer
+			 * (EXTERNAL: a pinned region buffer) and would make freeing the copy free that */
+			c->ol_flags |= m->ol_flags & RTE_MBUF_F_TX_OFFLOAD_MASK;
 			c->vlan_tci = m->vlan_tci;
 			ps->m[k++] = c;
 			shared_add(&p->tx_copied, 1);

@@ -506,7 +506,10 @@ configure:;
 		 * into region 0 (port.rx_copied). Its TX takes any mbuf (the PMD copies foreign ones). */
 		char pname[RTE_MEMPOOL_NAMESIZE];
 		snprintf(pname, sizeof(pname), "sluice_port%u", PORT_IDX(p));
-		p->own_pool = rte_pktmbuf_pool_create(pname, 2u * nrx * p->nrxq + 1024, 256, sizeof(struct mbuf_priv),
+		/* RX rings twice over and, for a copying PCI port, its TX rings too (what it sends are copies
+		 * from this pool, held until the device reclaims them), plus every lcore's cache */
+		unsigned own = 2u * nrx * p->nrxq + (p->tx_copy ? 2u * ntx * p->ntxq : 0) + 256u * (M.nworkers + 1) + 1024;
+		p->own_pool = rte_pktmbuf_pool_create(pname, own, 256, sizeof(struct mbuf_priv),
 						      SL_BUF_SIZE, socket < 0 ? (int)rte_socket_id() : socket);
 		if (!p->own_pool) {
 			snprintf(err, errlen, "%s: its private mbuf pool: %s", port_where(p, false),
