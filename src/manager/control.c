@@ -605,6 +605,18 @@ static json_t *cmd_chain_set(json_t *req)
 	return ok_with("chain", j_chain(M.route, idx));
 }
 
+/* A request's ingress chain: its id in the current route, -1 for none (absent or null), -2 for a name
+ * that is no chain (or not a string). */
+static int32_t chain_id(json_t *chain)
+{
+	if (!chain || json_is_null(chain))
+		return -1;
+	for (unsigned i = 0; json_is_string(chain) && i < M.route->nchains; i++)
+		if (!strcmp(M.route->chains[i].name, json_string_value(chain)))
+			return (int32_t)i;
+	return -2;
+}
+
 static json_t *cmd_port_chain_set(json_t *req)
 {
 	json_t *port = json_object_get(req, "port"), *chain = json_object_get(req, "chain");
@@ -612,16 +624,9 @@ static json_t *cmd_port_chain_set(json_t *req)
 	if (pi < 0)
 		return error("port_chain_set: field 'port': unknown port '%s'",
 			     json_is_string(port) ? json_string_value(port) : "?");
-	int32_t ci = -1;
-	if (chain && !json_is_null(chain)) {
-		if (json_is_string(chain))
-			for (unsigned i = 0; i < M.route->nchains; i++)
-				if (!strcmp(M.route->chains[i].name, json_string_value(chain)))
-					ci = (int32_t)i;
-		if (ci < 0)
-			return error("port_chain_set: field 'chain': unknown chain '%s'",
-				     json_is_string(chain) ? json_string_value(chain) : "?");
-	}
+	int32_t ci = chain_id(chain);
+	if (ci == -2)
+		return error("port_chain_set: field 'chain': unknown chain '%s'", json_is_string(chain) ? json_string_value(chain) : "?");
 	/* Copy the current route (chains unchanged) with the new ingress mapping. */
 	const struct route *cur = M.route;
 	struct cfg_chain *specs = route_specs(cur);
@@ -673,6 +678,31 @@ static void nf_pages_port(unsigned id, const char *name)
 			nfinfo_set_port(M.nfs[i].info, id, name, M.nports);
 }
 
+/* Port pi out of use: its worker stops polling and sending on it (WCMD_PORT_DEL, every worker paused,
+ * the flows from it gone), it leaves the route and the next-hop permissions, and what other workers
+ * handed it drains. Returns the NF-pinned flows that send to it (then nothing changed) or 0; with
+ * `gone` (its device was unplugged) it goes whatever refers to it, and those flows' packets drop as
+ * no_path. */
+static uint32_t port_out_of_use(unsigned pi, bool gone, uint32_t *flows_gone)
+{
+	struct port *p = &M.ports[pi];
+	struct wcmd c = { .type = WCMD_PORT_DEL, .nf = pi, .arg = gone ? (void *)1 : NULL };
+	worker_call(&c);
+	if (c.result && !gone)
+		return c.result;
+	*flows_gone = c.drained;
+	for (unsigned i = 0; M.cfg.auth && i < M.cfg.nservices; i++) /* a later port under this id is new */
+		M.cfg.auth[i].ports &= ~(1ull << pi);
+	char err[256];
+	if (route_set_port(pi, -1, err, sizeof(err)) < 0) /* out of memory: port_add rebuilds it anyway */
+		LOG("control: port %s: the route keeps its ingress chain (%s); a dead port is not polled", p->name, err);
+	/* packets other workers handed it before it died drop at its worker (to_port): at most an
+	 * inbox's worth, gone within a few loops */
+	for (unsigned k = 0; __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) > 0 && k < 100000; k++)
+		usleep(10);
+	return 0;
+}
+
 /* Take port pi out of use, the teardown twin of port_add's steps in reverse: its worker stops
  * polling and sending on it (WCMD_PORT_DEL: every worker paused, so no half-staged burst, and the
  * flows from it go), it leaves the route (ingress chain, next-hop permissions, may_send), what other
@@ -686,20 +716,9 @@ static uint32_t port_retire(unsigned pi, uint32_t *flows_gone, uint32_t *discard
 		port_forget(p);
 		return 0;
 	}
-	struct wcmd c = { .type = WCMD_PORT_DEL, .nf = pi };
-	worker_call(&c);
-	if (c.result)
-		return c.result;
-	*flows_gone = c.drained;
-	for (unsigned i = 0; M.cfg.auth && i < M.cfg.nservices; i++) /* a later port under this id is new */
-		M.cfg.auth[i].ports &= ~(1ull << pi);
-	char err[256];
-	if (route_set_port(pi, -1, err, sizeof(err)) < 0) /* out of memory: port_add rebuilds it anyway */
-		LOG("control: port %s: the route keeps its ingress chain (%s); a dead port is not polled", p->name, err);
-	/* packets other workers handed it before it died drop at its worker (to_port): at most an
-	 * inbox's worth, gone within a few loops */
-	for (unsigned k = 0; __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) > 0 && k < 100000; k++)
-		usleep(10);
+	uint32_t pinned = port_out_of_use(pi, false, flows_gone);
+	if (pinned)
+		return pinned;
 	*discarded = port_rx_discard(p, 32 * SL_BURST); /* e.g. net_ring: what it sent to itself */
 	port_close(p);
 	port_forget(p);
@@ -717,15 +736,8 @@ void ctl_ports_unplugged(void)
 		struct port *p = &M.ports[pi];
 		if (!__atomic_load_n(&p->unplug, __ATOMIC_ACQUIRE) || !p->live)
 			continue;
-		/* as port_del, whatever refers to it: its worker stops polling and sending on it (flows
-		 * pinned to it stay, their packets drop as no_path), then the device goes */
-		struct wcmd c = { .type = WCMD_PORT_DEL, .nf = pi, .arg = (void *)1 };
-		worker_call(&c);
-		char err[256];
-		if (route_set_port(pi, -1, err, sizeof(err)) < 0)
-			LOG("control: port %s: the route keeps its ingress chain (%s); a dead port is not polled", p->name, err);
-		for (unsigned k = 0; __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) > 0 && k < 100000; k++)
-			usleep(10);
+		uint32_t flows_gone; /* as port_del, whatever refers to it; then the device goes */
+		port_out_of_use(pi, true, &flows_gone);
 		struct rte_eth_dev_info info;
 		struct rte_device *dev = rte_eth_dev_info_get(p->port_id, &info) == 0 ? info.device : NULL;
 		uint64_t rx, tx, rxb, txb, copied;
@@ -769,16 +781,9 @@ static json_t *cmd_port_add(json_t *req)
 		if (M.ports[i].live && strlen(M.ports[i].devname) == dl && !strncmp(M.ports[i].devname, v, dl))
 			return error("port_add: field 'vdev': device '%.*s' is port '%s' already", (int)dl, v,
 				     M.ports[i].name);
-	int32_t ci = -1;
-	if (chain && !json_is_null(chain)) {
-		if (json_is_string(chain))
-			for (unsigned i = 0; i < M.route->nchains; i++)
-				if (!strcmp(M.route->chains[i].name, json_string_value(chain)))
-					ci = (int32_t)i;
-		if (ci < 0)
-			return error("port_add: field 'chain': unknown chain '%s'",
-				     json_is_string(chain) ? json_string_value(chain) : "?");
-	}
+	int32_t ci = chain_id(chain);
+	if (ci == -2)
+		return error("port_add: field 'chain': unknown chain '%s'", json_is_string(chain) ? json_string_value(chain) : "?");
 	unsigned nq = 1;
 	if (queues && !json_is_null(queues)) {
 		if (!json_is_integer(queues) || json_integer_value(queues) < 1 || json_integer_value(queues) > SL_MAX_QUEUES)

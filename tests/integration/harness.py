@@ -30,6 +30,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -528,6 +529,21 @@ def run_sluiced_once(cfg, workdir, timeout=30.0):
 
 
 # ---------------------------------------------------------------- namespaces and veths
+
+
+def sluice_cli(socket_dir, *args, check=True, timeout=60):
+    """Run the `sluice` CLI of this checkout against socket_dir; check: fail the test on a non-zero status."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), SLUICE_SOCKET_DIR=str(socket_dir))
+    r = subprocess.run([sys.executable, "-m", "sluice", *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    if check:
+        assert r.returncode == 0, f"sluice {' '.join(map(str, args))}: {r.stdout}{r.stderr}"
+    return r
+
+
+def sluice_api(socket_dir, cmd, **fields):
+    """One control API request through `sluice api`: its JSON answer."""
+    return json.loads(sluice_cli(socket_dir, "api", json.dumps(dict(cmd=cmd, **fields))).stdout)
 
 
 def sh(*argv, check=True, ns=None, timeout=60, **kw):

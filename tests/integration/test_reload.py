@@ -8,15 +8,11 @@ changes a policy and removes a service while gen runs: sink must still count exa
 audit must be whole after every step.
 """
 
-import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from harness import BUILD, REPO, wait_until, workdir  # noqa: F401 (fixture)
+from harness import BUILD, sluice_api as api, sluice_cli as cli, wait_until, workdir  # noqa: F401 (fixture)
 from sluice import config as sconfig
 from sluice import reload as sreload
 
@@ -47,19 +43,6 @@ def text(sd, b_nfs="count, fwdb", count_n=1, policy="flow", extra_nfs="  - {name
          rules=""):
     return BASE.format(sd=sd, b_nfs=b_nfs, count_n=count_n, policy=policy, extra_nfs=extra_nfs, rules=rules,
                        rate=RATE, n=N)
-
-
-def cli(sd, *args, check=True, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), SLUICE_SOCKET_DIR=str(sd))
-    r = subprocess.run([sys.executable, "-m", "sluice", *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=timeout)
-    if check:
-        assert r.returncode == 0, f"sluice {' '.join(map(str, args))}: {r.stdout}{r.stderr}"
-    return r
-
-
-def api(sd, cmd, **fields):
-    return json.loads(cli(sd, "api", json.dumps(dict(cmd=cmd, **fields))).stdout)
 
 
 def deployment(sd):

@@ -18,12 +18,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from harness import BUILD, REPO, net, sh, wait_until, workdir  # noqa: F401 (fixtures)
+from harness import BUILD, net, sh, sluice_api as api, sluice_cli, wait_until, workdir  # noqa: F401 (fixtures)
 
 NS_C, NS_S = "slt-rs-c", "slt-rs-s"
 CLIENT, SERVER, PUBLIC = "10.79.1.2", "10.79.2.2", "10.79.2.1"
@@ -31,20 +30,6 @@ GW = "10.79.1.1"
 MAC_C, MAC_S = "02:00:00:79:01:02", "02:00:00:79:02:02"
 IPERF_SECS = 12
 KILL_AT = 3.0  # seconds into the iperf3 run
-
-
-def sluice_cli(socket_dir, *args, check=True, timeout=60):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), SLUICE_SOCKET_DIR=str(socket_dir))
-    r = subprocess.run([sys.executable, "-m", "sluice", *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=timeout)
-    if check:
-        assert r.returncode == 0, f"sluice {' '.join(map(str, args))}: {r.stdout}{r.stderr}"
-    return r
-
-
-def api(socket_dir, cmd, **fields):
-    r = sluice_cli(socket_dir, "api", json.dumps(dict(cmd=cmd, **fields)))
-    return json.loads(r.stdout)
 
 
 def state(socket_dir):

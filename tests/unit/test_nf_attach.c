@@ -266,17 +266,23 @@ static void *nf_main(void *arg)
 	return NULL;
 }
 
+/* The test NF's config: NF test.0 of service test on the fake manager at `path`. */
+static void nf_cfg(struct sl_nf_config *cfg, const char *path, enum sl_wakeup w)
+{
+	sl_nf_config_default(cfg);
+	snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", path);
+	snprintf(cfg->name, sizeof(cfg->name), "test.0");
+	snprintf(cfg->service, sizeof(cfg->service), "test");
+	cfg->wakeup = w;
+	cfg->spin_us = 50;
+	cfg->attach_timeout_ms = attach_timeout_ms;
+	cfg->reattach_ms = reattach_ms;
+}
+
 static void nf_start(struct nf_thread *t, const struct fm *m, enum sl_wakeup w, sl_handler_fn run)
 {
 	memset(t, 0, sizeof(*t));
-	sl_nf_config_default(&t->cfg);
-	snprintf(t->cfg.socket_path, sizeof(t->cfg.socket_path), "%s", m->path);
-	snprintf(t->cfg.name, sizeof(t->cfg.name), "test.0");
-	snprintf(t->cfg.service, sizeof(t->cfg.service), "test");
-	t->cfg.wakeup = w;
-	t->cfg.spin_us = 50;
-	t->cfg.attach_timeout_ms = attach_timeout_ms;
-	t->cfg.reattach_ms = reattach_ms;
+	nf_cfg(&t->cfg, m->path, w);
 	t->run = run;
 	CHECK_EQ(pthread_create(&t->th, NULL, nf_main, t), 0);
 }
@@ -550,13 +556,7 @@ static void test_reattach(enum sl_wakeup w, int code)
 	fm_listen(&m);
 	snprintf(path, sizeof(path), "%s", m.path);
 	memset(&t, 0, sizeof(t));
-	sl_nf_config_default(&t.cfg);
-	snprintf(t.cfg.socket_path, sizeof(t.cfg.socket_path), "%s", path);
-	snprintf(t.cfg.name, sizeof(t.cfg.name), "test.0");
-	snprintf(t.cfg.service, sizeof(t.cfg.service), "test");
-	t.cfg.wakeup = w;
-	t.cfg.spin_us = 50;
-	t.cfg.attach_timeout_ms = attach_timeout_ms;
+	nf_cfg(&t.cfg, path, w);
 	t.cfg.reattach_ms = 5000;
 	CHECK_EQ(pthread_create(&t.th, NULL, ra_main, &t), 0);
 	fm_accept(&m);
