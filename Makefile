@@ -46,7 +46,7 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk
 
-.PHONY: help deps bench-deps install-debs venv build build-asan guest-image hugepages test demo bench clean \
+.PHONY: help deps bench-deps install-debs venv build build-asan guest-image hugepages tracefs test demo bench clean \
         install uninstall
 
 help:
@@ -114,6 +114,13 @@ guest-image: deps build
 	bash scripts/guest-image.sh $(BUILD_GUEST) $(BUILD)/guest
 	bash scripts/guest-dpdk-overlay.sh $(BUILD_GUEST) $(BUILD)/guest
 
+# tracefs for tests/integration/test_nf_sched_order.py (it reads sched_switch events); a fresh machine
+# does not mount it. Never fails: without permission that test says why it skips.
+tracefs:
+	@if mountpoint -q /sys/kernel/tracing 2>/dev/null; then echo "tracefs: mounted"; \
+	elif mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then echo "tracefs: mounted at /sys/kernel/tracing"; \
+	else echo "tracefs: cannot mount /sys/kernel/tracing (not permitted); test_nf_sched_order.py will skip"; fi
+
 # Never fails: without permission sluiced falls back to ordinary 4 KiB pages.
 hugepages:
 	@free=$$(awk '/^HugePages_Free:/ {print $$2}' /proc/meminfo); free=$${free:-0}; \
@@ -136,7 +143,7 @@ hugepages:
 	  echo "hugepages: cannot mount hugetlbfs at /dev/hugepages (not permitted); continuing"; \
 	fi
 
-test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages
+test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages tracefs
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v --durations=20 tests/integration
