@@ -36,6 +36,12 @@ WORKERS_E2E := $(filter-out $(addprefix tests/integration/,test_nf_firewall.py t
 # ways in the normal pass). One pass instead of two keeps make test under 20 minutes.
 PIPES_E2E := $(addprefix tests/integration/,test_gen_sink.py test_density.py)
 
+# every library NF's end-to-end tests again with the NF in its plugin form, as a member of a
+# sluice-group process (SLUICE_TEST_NF_FORM=plugin: harness.start_nf; docs/groups.md)
+PLUGIN_E2E := $(addprefix tests/integration/,test_nf_firewall.py test_nf_nat.py test_nf_router.py \
+              test_nf_monitor.py test_nf_ids.py test_nf_lb.py test_nf_l2switch.py test_nf_ratelimit.py \
+              test_gen_sink.py)
+
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
@@ -153,6 +159,8 @@ test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages tracefs
 	SLUICE_TEST_WORKERS=2 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(WORKERS_E2E)
 	@echo "== the other data-path tests with NF-to-NF pipes on (sluiced.pipes: true)"
 	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(PIPES_E2E)
+	@echo "== the NF library's tests with every NF in its plugin form, in a sluice-group process"
+	SLUICE_TEST_NF_FORM=plugin SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(PLUGIN_E2E)
 	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d" && \

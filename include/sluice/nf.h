@@ -147,6 +147,27 @@ struct sl_nf_stats {
 };
 void sl_nf_get_stats(const struct sl_nf *nf, struct sl_nf_stats *st);
 
+/* ---- Hosts: several NFs in one thread (sluice-group, docs/groups.md) ----
+ * A host attaches each NF with sl_nf_attach and, instead of sl_nf_run, turns them itself. The
+ * strict sandbox, real-time turn-taking and the stop signals are then the host's business. */
+
+/* One turn of sl_nf_run's loop that never sleeps: one burst from the RX ring (and the pipe) through
+ * handler onto the TX ring. Returns the packets handled (>= 0), or a negative code: the NF is
+ * finished, as sl_nf_run would have returned (with cfg.reattach_ms a vanished or restarting sluiced
+ * is re-attached to first, inside this call). */
+int sl_nf_poll(struct sl_nf *nf, sl_handler_fn handler, void *arg);
+
+/* A look at the control socket without waiting (a DISCONNECT, a vanished sluiced): 0, or a negative
+ * code as sl_nf_poll. A polling host calls it now and then; a sleeping one when fds[1] of
+ * sl_nf_sleep_prepare became readable. */
+int sl_nf_check(struct sl_nf *nf);
+
+/* Before the host sleeps: 1 if this NF may (sluiced will kick fds[0], its RX eventfd; fds[1] is its
+ * control socket), 0 if input is waiting already (do not sleep; nothing to undo). After the sleep,
+ * sl_nf_sleep_done for every NF that returned 1. */
+int sl_nf_sleep_prepare(struct sl_nf *nf, int fds[2]);
+void sl_nf_sleep_done(struct sl_nf *nf);
+
 /* ---- packet accessors (inline: hot path) ---- */
 
 /* Pointer to the first data byte. */

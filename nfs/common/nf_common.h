@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * The main() shared by the sample NFs: configuration (defaults, SLUICE_NF_*
- * environment, command-line flags, in that order of precedence), attach,
- * run, a one-line summary on stderr, detach.
+ * Helpers shared by the library NFs (their main() is the SDK's: nf_plugin.h, nfs/common/nf_main.c).
  */
 #ifndef SLUICE_NFS_COMMON_H
 #define SLUICE_NFS_COMMON_H
@@ -13,27 +11,10 @@
 #include <stdio.h>
 
 #include "sluice/nf.h"
+#include "sluice/nf_plugin.h"
 
 /* First option value an NF may use for its own long options. */
-#define NF_OPT_APP 0x200
-
-struct nf_app {
-	const char *prog;                 /* "sluice-nf-fwd" */
-	const char *role;                 /* default name and service: "fwd" */
-	const char *about;                /* one line for --help */
-	const struct option *opts;        /* extra long options ({0}-terminated) or NULL */
-	const char *opts_help;            /* --help text for them, or NULL */
-	int (*opt)(void *ctx, int opt, const char *arg);   /* 0 or -1 (message printed) */
-	int (*start)(void *ctx);          /* after options, before attach: 0 or -1 */
-	int (*attached)(struct sl_nf *nf, void *ctx); /* after attach, before run (sl_nf_counter, port
-	                                   * names): 0 or -1 (message printed; the NF detaches, exits 1) */
-	sl_handler_fn handler;
-	void (*finish)(void *ctx, FILE *out); /* after run: extra summary fields, then cleanup */
-	void *ctx;
-};
-
-/* Everything main() has to do. Returns the process exit status. */
-int nf_app_main(int argc, char **argv, const struct nf_app *app);
+#define NF_OPT_APP SL_NF_OPT_APP
 
 /* ---- helpers for NFs that report statistics ---- */
 
@@ -42,16 +23,27 @@ int nf_app_main(int argc, char **argv, const struct nf_app *app);
 int nf_parse_u64(const char *prog, const char *flag, const char *s, uint64_t lo, uint64_t hi,
 		 uint64_t *out);
 
-/* Set to 1 by SIGUSR1 once nf_catch_usr1() ran; an NF polls and clears it in
- * its handler (dumping there, not in the signal handler, keeps stdio out of
- * signal context). */
-extern volatile sig_atomic_t nf_usr1_pending;
+/* Counted by SIGUSR1 once nf_catch_usr1() ran. An instance keeps the count it last acted on in its
+ * ctx and polls with nf_signal_taken() in its handler (dumping there, not in the signal handler,
+ * keeps stdio out of signal context); a count, not a flag, so every NF of a group (docs/groups.md)
+ * sees the signal once. */
+extern volatile sig_atomic_t nf_usr1_gen;
 void nf_catch_usr1(void);
 
-/* The same for SIGHUP (configuration reload): nf_hup_pending is set to 1. Under sandbox strict a
- * reload could not open its file: SIGHUP then only logs that reload is not available. */
-extern volatile sig_atomic_t nf_hup_pending;
+/* The same for SIGHUP (configuration reload): nf_hup_gen. Under sandbox strict a reload could not
+ * open its file: SIGHUP then only logs that reload is not available. */
+extern volatile sig_atomic_t nf_hup_gen;
 void nf_catch_hup(void);
+
+/* 1 once per new count of `gen` (nf_hup_gen, nf_usr1_gen) since *seen, which it updates. */
+static inline int nf_signal_taken(volatile sig_atomic_t *gen, sig_atomic_t *seen)
+{
+	sig_atomic_t g = *gen;
+	if (g == *seen)
+		return 0;
+	*seen = g;
+	return 1;
+}
 
 /* The counter `name` that sluiced reports for this NF (sl_nf_counter), or `fallback` when there
  * is no NF, no info page or no room left, so a hot path can always write through the pointer. */

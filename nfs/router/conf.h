@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * The router NF's configuration (nfs/router/main.c, docs/nfs/router.md): parsing of the --config
+ * The router NF's configuration (nfs/router/router.c, docs/nfs/router.md): parsing of the --config
  * file, the next-hop table and the LPM tables built from it, and the neighbour table. DPDK-free and
  * SDK-free, so the unit test (tests/unit/test_router.c) and the --lookup mode use the same code as
  * the packet path.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Longest-prefix-match tables for the router NF (nfs/router/main.c), DPDK-free.
+ * Longest-prefix-match tables for the router NF (nfs/router/router.c), DPDK-free.
  *
  * IPv4: DIR-24-8. A first-level table of 2^24 uint16 entries indexed by the top 24 bits of the
  * address; an entry is a next-hop id (1..32767, 0 = no route) or, with bit 15 set, the index of a

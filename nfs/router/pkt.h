@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * The router NF's packet path (nfs/router/main.c, docs/nfs/router.md): one call per packet, no
+ * The router NF's packet path (nfs/router/router.c, docs/nfs/router.md): one call per packet, no
  * allocation, no system call, never a read past sl_pkt_len(). Header-only so the unit test drives it
  * with packets in ordinary memory.
  *

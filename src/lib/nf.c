@@ -1211,6 +1211,57 @@ int sl_nf_run(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 }
 
 /* ------------------------------------------------------------------------ */
+/* hosting several NFs in one thread (nf.h "Hosts"; sluice-group)               */
+
+int sl_nf_poll(struct sl_nf *nf, sl_handler_fn handler, void *arg)
+{
+	if (nf == NULL || handler == NULL)
+		return -SL_ERR_FIELD;
+	int n = burst(nf, handler, arg);
+	if (n >= 0)
+		return n;
+	int r = reattach(nf, -n);
+	return r == 0 ? 0 : -r;
+}
+
+int sl_nf_check(struct sl_nf *nf)
+{
+	if (nf == NULL)
+		return -SL_ERR_FIELD;
+	int rc = check_socket(nf);
+	if (rc == 0)
+		return 0;
+	int r = reattach(nf, rc);
+	return r == 0 ? 0 : -r;
+}
+
+int sl_nf_sleep_prepare(struct sl_nf *nf, int fds[2])
+{
+	if (nf == NULL || nf->guest || nf->rx_efd < 0)
+		return 0; /* a guest NF naps (docs/guests.md): never hosted */
+	if (!sl_ring_prepare_sleep(nf->rx))
+		return 0; /* something arrived meanwhile */
+	if (pipe_pending(nf)) {
+		sl_ring_awake(nf->rx);
+		return 0;
+	}
+	fds[0] = nf->rx_efd;
+	fds[1] = nf->sock;
+	nf->stats.sleeps++;
+	return 1;
+}
+
+void sl_nf_sleep_done(struct sl_nf *nf)
+{
+	uint64_t v;
+	if (nf == NULL || nf->rx_efd < 0)
+		return;
+	if (read(nf->rx_efd, &v, sizeof(v)) == (ssize_t)sizeof(v)) /* EFD_NONBLOCK: EAGAIN if not kicked */
+		nf->stats.wakeups++;
+	sl_ring_awake(nf->rx);
+}
+
+/* ------------------------------------------------------------------------ */
 /* accessors and configuration                                                 */
 
 uint32_t sl_nf_id(const struct sl_nf *nf) { return nf->nf_id; }

@@ -1436,6 +1436,11 @@ static void pipe_close_now(struct nf *up, const struct route *rt, bool down_gone
 	if (!up->pipe_closing)
 		pipe_close_start(up);
 	uint64_t end = rte_rdtsc() + M.tsc_hz / 50;
+	/* A reader in the same process as the NF leaving (members of one group, docs/groups.md) never
+	 * acknowledges: that process is exiting or dead, or busy detaching its members one by one, and
+	 * a group of thousands must not cost the worker 20 ms each. */
+	if (down->pid != 0 && down->pid == up->pid)
+		down_gone = true;
 	while (!down_gone && down->active && !down->fault && rte_rdtsc() < end &&
 	       __atomic_load_n(&down->info->pipe_in.ack, __ATOMIC_ACQUIRE) != down->pipe_epoch) {
 		drain_nf(did, rt); /* it may be waiting for room in its rings */

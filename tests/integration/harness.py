@@ -42,6 +42,10 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SLUICE_BUILD_DIR") or REPO / "build").resolve()
 SLUICED = BUILD / "src" / "manager" / "sluiced"
 NF_BINS = {k: BUILD / "nfs" / f"sluice-nf-{k}" for k in ("fwd", "reflect", "count", "gen", "sink")}
+GROUP_BIN = BUILD / "src" / "group" / "sluice-group"  # NFs as members of one process (docs/groups.md)
+# SLUICE_TEST_NF_FORM=plugin: start_nf runs a library NF in its plugin form, as the one member of a
+# sluice-group process, instead of its process form (make test runs the NF tests both ways)
+NF_FORM = os.environ.get("SLUICE_TEST_NF_FORM", "process")
 # the guest image `make guest-image` builds (docs/guests.md): guest NFs boot it under QEMU/KVM
 GUEST_KERNEL = BUILD / "guest" / ("vmlinux" if (BUILD / "guest" / "vmlinux").is_file() else "vmlinuz")
 GUEST_INITRD = BUILD / "guest" / "initrd.img"
@@ -417,15 +421,28 @@ class Sluice:
     def start_nf(self, kind, name, service=None, wakeup="poll", batch=None, timeout_us=None, extra=(),
                  wait=True, timeout=10.0, cpus=None, env=None):
         """env: variables to add to the NF's environment (e.g. the SDK's SLUICE_NF_*)."""
-        argv = [str(NF_BINS[kind]), "--socket", str(self.nf_sock), "--name", name,
-                "--service", service or name, "--wakeup", wakeup]
+        opts = []
         if batch is not None:
-            argv += ["--batch", str(batch)]
+            opts += ["--batch", str(batch)]
         if timeout_us is not None:
-            argv += ["--timeout-us", str(timeout_us)]
-        argv += [str(a) for a in extra]
+            opts += ["--timeout-us", str(timeout_us)]
+        opts += [str(a) for a in extra]
+        plugin = Path(NF_BINS[kind]).parent / f"sluice-nf-{kind}.so"
+        if NF_FORM == "plugin" and Path(NF_BINS[kind]).parent == BUILD / "nfs" and plugin.exists():
+            return self.start_group(name, [(kind, name, service, opts)], wakeup=wakeup, wait=wait, timeout=timeout,
+                                    cpus=cpus, env=env)
+        argv = [str(NF_BINS[kind]), "--socket", str(self.nf_sock), "--name", name,
+                "--service", service or name, "--wakeup", wakeup, *opts]
+        p = self._spawn_nf(name, argv, cpus, env)
+        if wait:
+            self.wait_attached(name, timeout=timeout)
+        return p
+
+    def _spawn_nf(self, name, argv, cpus, env):
+        """Popen argv as NF (or group) `name`: its log nf-NAME.log, its own session, pinned to cpus before
+        it attaches, env added to ours; registered in self.nfs."""
         logf = open(self.dir / f"nf-{name}.log", "ab")
-        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus is not None else None  # before it attaches
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus is not None else None
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                              start_new_session=True, preexec_fn=pin,
                              env=None if env is None else {**os.environ, **{k: str(v) for k, v in env.items()}})
@@ -434,8 +451,24 @@ class Sluice:
         if old is not None and old.poll() is None:
             raise AssertionError(f"NF {name} already running")
         self.nfs[name] = p
+        return p
+
+    def start_group(self, name, members, wakeup="poll", wait=True, timeout=30.0, cpus=None, env=None):
+        """sluice-group running `members` [(kind, name, service or None, [extra args])] in one process.
+        Each member is registered under its name in self.nfs (all the same Popen, so stop_nf of any
+        member stops the group), and so is the group under `name`; nf_log of a member is the group's."""
+        argv = [str(GROUP_BIN), "--name", name, "--plugin-dir", str(BUILD / "nfs"), "--socket", str(self.nf_sock),
+                "--wakeup", wakeup]
+        for kind, mname, service, extra in members:
+            argv += ["--", kind, "--name", mname, "--service", service or mname, *[str(a) for a in extra]]
+        p = self._spawn_nf(name, argv, cpus, env)
+        for _kind, mname, _service, _extra in members:
+            self.nfs[mname] = p
+            link = self.dir / f"nf-{mname}.log"
+            if not link.exists():
+                link.symlink_to(f"nf-{name}.log")
         if wait:
-            self.wait_attached(name, timeout=timeout)
+            self.wait_attached(*[m[1] for m in members], timeout=timeout)
         return p
 
     def start_guest_nf(self, kind, name, service=None, wakeup="poll", extra=(), wait=True, timeout=60.0,

@@ -2,7 +2,8 @@
 
 - sluiced's modules call each other in one direction only: no file calls a function of a file that
   (directly or through others) calls back into it, and nothing calls into main.c.
-- each NF is one folder nfs/<name>/ with its main.c and one line in nfs/meson.build.
+- each NF is one folder nfs/<name>/ with its <name>.c (registered as <name> with
+  SL_NF_PLUGIN_REGISTER, no main() of its own) and one line in nfs/meson.build.
 (Python import circles: test_layout_python.py.)
 """
 import re
@@ -97,13 +98,23 @@ def test_main_only_starts_runs_and_stops():
 
 
 def test_each_nf_is_one_folder_with_one_meson_line():
-    # adding an NF = one folder nfs/<name>/ with main.c + one line in nfs/meson.build
+    # adding an NF = one folder nfs/<name>/ with <name>.c + one line in nfs/meson.build; the source
+    # registers the NF under the folder's name (process sluice-nf-<name>, plugin sluice-nf-<name>.so)
+    # and leaves main() to the SDK (common/nf_main.c)
     nfs = ROOT / "nfs"
     listed = re.findall(r"^nf_programs \+= \{'([\w-]+)':", (nfs / "meson.build").read_text(), re.M)
     assert len(listed) == len(set(listed)), listed
     folders = sorted(p.name for p in nfs.iterdir() if p.is_dir() and p.name != "common")
     assert sorted(listed) == folders, "nfs/meson.build's nf_programs and the nfs/<name>/ folders differ"
     for name in folders:
-        assert (nfs / name / "main.c").is_file(), f"nfs/{name}/ has no main.c"
+        src = nfs / name / f"{name}.c"
+        assert src.is_file(), f"nfs/{name}/ has no {name}.c"
+        assert not (nfs / name / "main.c").exists(), f"nfs/{name}/main.c: the NF's source is {name}.c"
+        text = src.read_text()
+        code = _strip_c(text)
+        assert "SL_NF_PLUGIN_REGISTER(" in code, f"nfs/{name}/{name}.c has no SL_NF_PLUGIN_REGISTER"
+        assert re.search(r'\.name\s*=\s*"' + re.escape(name) + '"', text), \
+            f"nfs/{name}/{name}.c does not register the NF as .name = \"{name}\""
+        assert not re.search(r"\bint\s+main\s*\(", code), f"nfs/{name}/{name}.c has its own main()"
     loose = sorted(p.name for p in nfs.iterdir() if p.is_file() and p.name != "meson.build")
     assert loose == [], f"files directly in nfs/ (an NF's go in nfs/<name>/, shared ones in nfs/common/): {loose}"

@@ -138,26 +138,29 @@ static void finish(void *ctx, FILE *out)
 	}
 }
 
+static const struct option opts[] = {
+	{ "try", required_argument, NULL, OPT_TRY },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* SINGLE: the helper takes SIGUSR1 with sigwait after start() blocked it in the calling thread --
+ * process-wide signal handling, one probe per process (it is a process only anyway: no .so). */
+SL_NF_PLUGIN_REGISTER(
+	.name = "probe",
+	.about = "Sluice test NF: passes packets on; on SIGUSR1 makes the system calls --try names.",
+	.opts = opts,
+	.opts_help = "  --try ACTION       on SIGUSR1: write (a line), open (/etc/passwd), socket (AF_INET);\n"
+		     "                     repeatable\n",
+	.ctx_size = sizeof(struct probe),
+	.flags = SL_NF_PLUGIN_F_SINGLE,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)
+
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "try", required_argument, NULL, OPT_TRY },
-		{ NULL, 0, NULL, 0 },
-	};
-	static struct probe p;
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "probe",
-		.about = "Sluice test NF: passes packets on; on SIGUSR1 makes the system calls --try names.",
-		.opts = opts,
-		.opts_help = "  --try ACTION       on SIGUSR1: write (a line), open (/etc/passwd), socket (AF_INET);\n"
-			     "                     repeatable\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &p,
-	};
-	return nf_app_main(argc, argv, &app);
+	return sl_nf_plugin_main(argc, argv, &sl_nf_plugin_v1);
 }

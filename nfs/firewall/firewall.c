@@ -33,6 +33,7 @@ struct fw_ctx {
 	struct fw_ruleset rs;
 	struct fw_ct ct;
 	struct sl_nf *nf;
+	sig_atomic_t hup_seen;
 	/* counters reported by sluiced */
 	uint64_t *c_default, *c_established, *c_related, *c_ct_entries, *c_ct_full, *c_malformed,
 		*c_non_ip, *c_nd, *c_fragments, *c_allowed, *c_dropped, *c_reloads, *c_reload_errors;
@@ -92,10 +93,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	uint64_t allowed = 0;
 	(void)nf;
 
-	if (nf_hup_pending) {
-		nf_hup_pending = 0;
+	if (nf_signal_taken(&nf_hup_gen, &c->hup_seen))
 		reload(c);
-	}
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	struct fw_ct *ct = &c->ct;
@@ -287,44 +286,42 @@ static void finish(void *ctx, FILE *out)
 	fw_ct_free(&c->ct);
 }
 
-int main(int argc, char **argv)
-{
-	static struct fw_ctx ctx = { .non_ip_action = FW_ALLOW, .ct_max = 65536 };
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "check", no_argument, NULL, OPT_CHECK },
-		{ "non-ip", required_argument, NULL, OPT_NON_IP },
-		{ "ct-max", required_argument, NULL, OPT_CT_MAX },
-		{ "ct-tcp", required_argument, NULL, OPT_CT_TCP },
-		{ "ct-tcp-syn", required_argument, NULL, OPT_CT_TCP_SYN },
-		{ "ct-tcp-close", required_argument, NULL, OPT_CT_TCP_CLOSE },
-		{ "ct-udp", required_argument, NULL, OPT_CT_UDP },
-		{ "ct-icmp", required_argument, NULL, OPT_CT_ICMP },
-		{ "ct-other", required_argument, NULL, OPT_CT_OTHER },
-		{ NULL, 0, NULL, 0 },
-	};
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "firewall",
-		.about = "Sluice NF: stateful firewall (rules from --config, connection tracking; SIGHUP reloads).",
-		.opts = opts,
-		.opts_help =
-			"  --config FILE      rule file (required; docs/nfs/firewall.md); SIGHUP reloads it\n"
-			"  --check            check the rule file's syntax and exit (port names not checked)\n"
-			"  --non-ip allow|drop  what to do with non-IP frames such as ARP (default allow)\n"
-			"  --ct-max N         conntrack table capacity in connections (default 65536)\n"
-			"  --ct-tcp S         idle timeout of an answered TCP connection (default 3600 s)\n"
-			"  --ct-tcp-syn S     ... of an unanswered TCP connection (default 60 s)\n"
-			"  --ct-tcp-close S   ... of a TCP connection after FIN or RST (default 10 s)\n"
-			"  --ct-udp S         ... of a UDP flow (default 60 s)\n"
-			"  --ct-icmp S        ... of an ICMP echo exchange (default 30 s)\n"
-			"  --ct-other S       ... of other IP protocols (default 600 s)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &ctx,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct fw_ctx defaults = { .non_ip_action = FW_ALLOW, .ct_max = 65536 };
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "non-ip", required_argument, NULL, OPT_NON_IP },
+	{ "ct-max", required_argument, NULL, OPT_CT_MAX },
+	{ "ct-tcp", required_argument, NULL, OPT_CT_TCP },
+	{ "ct-tcp-syn", required_argument, NULL, OPT_CT_TCP_SYN },
+	{ "ct-tcp-close", required_argument, NULL, OPT_CT_TCP_CLOSE },
+	{ "ct-udp", required_argument, NULL, OPT_CT_UDP },
+	{ "ct-icmp", required_argument, NULL, OPT_CT_ICMP },
+	{ "ct-other", required_argument, NULL, OPT_CT_OTHER },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "firewall",
+	.about = "Sluice NF: stateful firewall (rules from --config, connection tracking; SIGHUP reloads).",
+	.opts = opts,
+	.opts_help =
+		"  --config FILE      rule file (required; docs/nfs/firewall.md); SIGHUP reloads it\n"
+		"  --check            check the rule file's syntax and exit (port names not checked)\n"
+		"  --non-ip allow|drop  what to do with non-IP frames such as ARP (default allow)\n"
+		"  --ct-max N         conntrack table capacity in connections (default 65536)\n"
+		"  --ct-tcp S         idle timeout of an answered TCP connection (default 3600 s)\n"
+		"  --ct-tcp-syn S     ... of an unanswered TCP connection (default 60 s)\n"
+		"  --ct-tcp-close S   ... of a TCP connection after FIN or RST (default 10 s)\n"
+		"  --ct-udp S         ... of a UDP flow (default 60 s)\n"
+		"  --ct-icmp S        ... of an ICMP echo exchange (default 30 s)\n"
+		"  --ct-other S       ... of other IP protocols (default 600 s)\n",
+	.ctx_size = sizeof(struct fw_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

@@ -31,6 +31,8 @@ struct rl_ctx {
 	struct rl_ftab ft;
 	uint64_t idle[RL_CLASSES_MAX]; /* per class: idle limit of a per-flow meter (for the table) */
 	struct sl_nf *nf;
+	sig_atomic_t hup_seen;
+	uint64_t sink[11]; /* where the counters below point if sluiced gave no info page or no room */
 	uint64_t *c_passed, *c_dropped, *c_marked, *c_unmatched, *c_non_ip, *c_malformed, *c_flows,
 		*c_flow_full, *c_flow_expired, *c_reloads, *c_reload_errors;
 };
@@ -82,10 +84,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	uint64_t passed = 0, marked = 0;
 	(void)nf;
 
-	if (nf_hup_pending) {
-		nf_hup_pending = 0;
+	if (nf_signal_taken(&nf_hup_gen, &c->hup_seen))
 		reload(c);
-	}
 	/* one clock read per batch: the batch arrived as a whole */
 	const uint64_t now = tsc_now();
 	if (c->ft.count > 0)
@@ -224,7 +224,7 @@ static int start(void *ctx)
 static int attached(struct sl_nf *nf, void *ctx)
 {
 	struct rl_ctx *c = ctx;
-	static uint64_t sink[16];
+	uint64_t *sink = c->sink;
 	c->nf = nf;
 	c->c_passed = nf_counter(nf, "passed", &sink[0]);
 	c->c_dropped = nf_counter(nf, "dropped", &sink[1]);
@@ -255,37 +255,35 @@ static void finish(void *ctx, FILE *out)
 	rl_ftab_free(&c->ft);
 }
 
-int main(int argc, char **argv)
-{
-	static struct rl_ctx ctx = { .flows = 65536, .flow_timeout_s = 60 };
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "check", no_argument, NULL, OPT_CHECK },
-		{ "flows", required_argument, NULL, OPT_FLOWS },
-		{ "flow-timeout", required_argument, NULL, OPT_FLOW_TIMEOUT },
-		{ "non-ip", required_argument, NULL, OPT_NON_IP },
-		{ NULL, 0, NULL, 0 },
-	};
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "ratelimit",
-		.about = "Sluice NF: token-bucket policing per class or per flow (RFC 2697 srTCM / RFC 2698 trTCM,\n"
-			 "colour-blind or colour-aware; green/yellow/red -> pass, mark DSCP or drop; SIGHUP reloads).",
-		.opts = opts,
-		.opts_help =
-			"  --config FILE      class file (required; docs/nfs/ratelimit.md); SIGHUP reloads it, e.g.\n"
-			"                       class web match proto tcp dport 80 srtcm cir 10M cbs 64k ebs 128k yellow mark af12\n"
-			"                       class per-host per-flow match src 10.0.0.0/8 trtcm cir 1M pir 2M cbs 8k pbs 16k\n"
-			"  --check            check the class file's syntax and exit\n"
-			"  --flows N          per-flow meter table capacity (default 65536; full: the class's shared meter)\n"
-			"  --flow-timeout S   forget a flow idle this long, or until its buckets are full again (default 60)\n"
-			"  --non-ip pass|drop what to do with non-IP frames such as ARP (default pass)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &ctx,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct rl_ctx defaults = { .flows = 65536, .flow_timeout_s = 60 };
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "flows", required_argument, NULL, OPT_FLOWS },
+	{ "flow-timeout", required_argument, NULL, OPT_FLOW_TIMEOUT },
+	{ "non-ip", required_argument, NULL, OPT_NON_IP },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "ratelimit",
+	.about = "Sluice NF: token-bucket policing per class or per flow (RFC 2697 srTCM / RFC 2698 trTCM,\n"
+		 "colour-blind or colour-aware; green/yellow/red -> pass, mark DSCP or drop; SIGHUP reloads).",
+	.opts = opts,
+	.opts_help =
+		"  --config FILE      class file (required; docs/nfs/ratelimit.md); SIGHUP reloads it, e.g.\n"
+		"                       class web match proto tcp dport 80 srtcm cir 10M cbs 64k ebs 128k yellow mark af12\n"
+		"                       class per-host per-flow match src 10.0.0.0/8 trtcm cir 1M pir 2M cbs 8k pbs 16k\n"
+		"  --check            check the class file's syntax and exit\n"
+		"  --flows N          per-flow meter table capacity (default 65536; full: the class's shared meter)\n"
+		"  --flow-timeout S   forget a flow idle this long, or until its buckets are full again (default 60)\n"
+		"  --non-ip pass|drop what to do with non-IP frames such as ARP (default pass)\n",
+	.ctx_size = sizeof(struct rl_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

@@ -23,12 +23,14 @@ enum { OPT_CONFIG = NF_OPT_APP, OPT_CHECK, OPT_DUMP, OPT_AGING, OPT_MAX_MACS };
 struct l2_ctx {
 	const char *config;
 	const char *dump;
+	int dump_set; /* --dump given (else SLUICE_NF_DUMP, read in start) */
 	int check;
 	uint64_t aging_s, max_macs; /* 0: from the config file */
 	struct l2_conf conf;
 	struct l2sw sw;
 	struct sl_nf *nf;
 	uint64_t dump_now; /* the clock the dump being written judges ages by */
+	sig_atomic_t usr1_seen;
 	/* counters reported by sluiced (copied from sw.st after every batch) */
 	uint64_t *c_learned, *c_moved, *c_aged, *c_fdb_full, *c_flooded, *c_forwarded, *c_filtered,
 		*c_vlan_drop, *c_malformed, *c_link_local, *c_no_room, *c_macs;
@@ -115,10 +117,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	l2_fdb_sweep(&c->sw.fdb, now, SWEEP_SLOTS, &c->sw.st.fdb);
 	for (unsigned i = 0; i < n; i++)
 		l2sw_pkt(&c->sw, &pkts[i], now);
-	if (nf_usr1_pending) {
-		nf_usr1_pending = 0;
+	if (nf_signal_taken(&nf_usr1_gen, &c->usr1_seen))
 		dump(c);
-	}
 	publish(c);
 }
 
@@ -134,6 +134,7 @@ static int opt(void *ctx, int o, const char *arg)
 		return 0;
 	case OPT_DUMP:
 		c->dump = arg;
+		c->dump_set = 1;
 		return 0;
 	case OPT_AGING:
 		return nf_parse_u64(PROG, "aging", arg, 1, 1000000, &c->aging_s);
@@ -148,6 +149,10 @@ static int start(void *ctx)
 {
 	struct l2_ctx *c = ctx;
 	char err[512];
+	if (!c->dump_set) { /* no --dump: SLUICE_NF_DUMP, if set and not empty */
+		const char *e = getenv("SLUICE_NF_DUMP");
+		c->dump = e != NULL && e[0] != '\0' ? e : NULL;
+	}
 	if (c->config != NULL) {
 		if (l2_conf_load(c->config, &c->conf, err, sizeof(err)) < 0) {
 			fprintf(stderr, PROG ": %s\n", err);
@@ -225,43 +230,35 @@ static void finish(void *ctx, FILE *out)
 	l2_fdb_free(&c->sw.fdb);
 }
 
-int main(int argc, char **argv)
-{
-	static struct l2_ctx ctx; /* large (VLAN map, config): not on the stack */
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "check", no_argument, NULL, OPT_CHECK },
-		{ "dump", required_argument, NULL, OPT_DUMP },
-		{ "aging", required_argument, NULL, OPT_AGING },
-		{ "max-macs", required_argument, NULL, OPT_MAX_MACS },
-		{ NULL, 0, NULL, 0 },
-	};
-	ctx.dump = getenv("SLUICE_NF_DUMP");
-	if (ctx.dump != NULL && ctx.dump[0] == '\0')
-		ctx.dump = NULL;
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "l2switch",
-		.about = "Sluice NF: VLAN-aware learning bridge over sluiced's ports (MAC aging, flooding).",
-		.opts = opts,
-		.opts_help =
-			"  --config FILE      ports and VLANs (docs/nfs/l2switch.md); without it every sluiced\n"
-			"                     port is an access port of VLAN 1 (a plain learning bridge):\n"
-			"                       port NAME [access VLAN]\n"
-			"                       port NAME trunk VLANS [native VLAN]   (VLANS: 10,20,30-39 | all)\n"
-			"                       aging SECONDS                         (default 300)\n"
-			"                       max-macs N                            (default 8192)\n"
-			"  --check            check the config file's syntax and exit (port names not checked)\n"
-			"  --aging S          MAC aging time in seconds (overrides the file)\n"
-			"  --max-macs N       forwarding table capacity (overrides the file)\n"
-			"  --dump FILE        write the forwarding table as JSON here on exit and, at the next\n"
-			"                     batch, after SIGUSR1 (also SLUICE_NF_DUMP)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &ctx,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "dump", required_argument, NULL, OPT_DUMP },
+	{ "aging", required_argument, NULL, OPT_AGING },
+	{ "max-macs", required_argument, NULL, OPT_MAX_MACS },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "l2switch",
+	.about = "Sluice NF: VLAN-aware learning bridge over sluiced's ports (MAC aging, flooding).",
+	.opts = opts,
+	.opts_help =
+		"  --config FILE      ports and VLANs (docs/nfs/l2switch.md); without it every sluiced\n"
+		"                     port is an access port of VLAN 1 (a plain learning bridge):\n"
+		"                       port NAME [access VLAN]\n"
+		"                       port NAME trunk VLANS [native VLAN]   (VLANS: 10,20,30-39 | all)\n"
+		"                       aging SECONDS                         (default 300)\n"
+		"                       max-macs N                            (default 8192)\n"
+		"  --check            check the config file's syntax and exit (port names not checked)\n"
+		"  --aging S          MAC aging time in seconds (overrides the file)\n"
+		"  --max-macs N       forwarding table capacity (overrides the file)\n"
+		"  --dump FILE        write the forwarding table as JSON here on exit and, at the next\n"
+		"                     batch, after SIGUSR1 (also SLUICE_NF_DUMP)\n",
+	.ctx_size = sizeof(struct l2_ctx),
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

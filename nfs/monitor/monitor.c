@@ -14,7 +14,9 @@
  * The hot path is the handler (one clock read and one uncontended mutex per batch, no allocation,
  * no system call except a write() of the whole capture buffer when it is full). A helper thread
  * does everything timed or signalled (SIGUSR1, idle expiry, periodic export, flushes) under the same
- * mutex, so it also works while no packet arrives and the NF sleeps in block mode.
+ * mutex, so it also works while no packet arrives and the NF sleeps in block mode. Every instance
+ * has its own helper, which sees SIGUSR1 as a new count of nf_usr1_gen at its next tick (100 ms):
+ * nothing process-wide (no signal mask, no sigwait), so monitors share a group with other NFs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,7 @@
 #define PROG "sluice-nf-monitor"
 #define MON_IF_MAX 256          /* interfaces (ports) the capture describes at most */
 #define MON_PCAP_FLUSH_NS 1000000000ull
+#define MON_TICK_NS 100000000ull /* the helper's period: timers and SIGUSR1 are seen this often */
 
 enum {
 	OPT_FLOWS = NF_OPT_APP, OPT_RECORDS, OPT_IDLE, OPT_EXPORT, OPT_PCAP, OPT_SNAPLEN,
@@ -53,10 +56,12 @@ struct mon {
 	struct sl_nf *nf;
 	uint32_t n_ports;
 	pthread_mutex_t lock;
+	pthread_cond_t wake;       /* finish() wakes the helper to stop (CLOCK_MONOTONIC waits) */
 	pthread_t helper;
 	int helper_started;
 	int pcap_err_reported;     /* helper thread only */
-	volatile int helper_stop;
+	int helper_stop;           /* under the lock */
+	sig_atomic_t usr1_seen;    /* helper thread only: the nf_usr1_gen it last acted on */
 	uint64_t pcap_dirty_since; /* ns of the oldest unflushed block, 0 if none */
 
 	/* totals (copied to sluiced's counters once per batch) */
@@ -229,24 +234,29 @@ static void expire(struct mon *m, uint64_t now)
 static void *helper(void *arg)
 {
 	struct mon *m = arg;
-	sigset_t usr1;
-	sigemptyset(&usr1);
-	sigaddset(&usr1, SIGUSR1);
 	uint64_t t0 = now_ns();
 	uint64_t next_export = m->export_s ? t0 + m->export_s * 1000000000ull : 0;
 	uint64_t sweep_ns = m->idle_s ? (m->idle_s * 1000000000ull / 4 ? m->idle_s * 1000000000ull / 4 : 1) : 0;
 	if (sweep_ns > 1000000000ull)
 		sweep_ns = 1000000000ull;
 	uint64_t next_sweep = sweep_ns ? t0 + sweep_ns : 0;
-	const struct timespec tick = { 0, 100 * 1000 * 1000 };
 
-	while (!__atomic_load_n(&m->helper_stop, __ATOMIC_ACQUIRE)) {
-		int sig = sigtimedwait(&usr1, NULL, &tick);
-		if (__atomic_load_n(&m->helper_stop, __ATOMIC_ACQUIRE))
+	pthread_mutex_lock(&m->lock);
+	while (!m->helper_stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += (time_t)(MON_TICK_NS / 1000000000ull);
+		until.tv_nsec += (long)(MON_TICK_NS % 1000000000ull);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		/* a tick, or finish()'s wake-up; the lock is free meanwhile */
+		pthread_cond_timedwait(&m->wake, &m->lock, &until);
+		if (m->helper_stop)
 			break;
-		pthread_mutex_lock(&m->lock);
 		uint64_t now = now_ns();
-		if (sig == SIGUSR1) {
+		if (nf_signal_taken(&nf_usr1_gen, &m->usr1_seen)) {
 			pcap_flush(m);
 			export_flows(m, "active", "signal", now);
 		}
@@ -262,12 +272,14 @@ static void *helper(void *arg)
 		if (m->pcap_dirty_since && now - m->pcap_dirty_since >= MON_PCAP_FLUSH_NS)
 			pcap_flush(m);
 		int werr = m->pcap != NULL ? m->w.err : 0;
-		pthread_mutex_unlock(&m->lock);
 		if (werr != 0 && !m->pcap_err_reported) {
+			pthread_mutex_unlock(&m->lock); /* no stderr write under the packet path's lock */
 			fprintf(stderr, PROG ": writing %s failed: %s; capture stopped\n", m->pcap, strerror(werr));
 			m->pcap_err_reported = 1;
+			pthread_mutex_lock(&m->lock);
 		}
 	}
+	pthread_mutex_unlock(&m->lock);
 	return NULL;
 }
 
@@ -335,11 +347,13 @@ static int start(void *ctx)
 		m->capturing = 1;
 	}
 	pthread_mutex_init(&m->lock, NULL);
-	/* SIGUSR1 goes to the helper only (sigtimedwait): block it here, before any thread exists */
-	sigset_t usr1;
-	sigemptyset(&usr1);
-	sigaddset(&usr1, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	/* SIGUSR1 counts nf_usr1_gen (in whichever thread takes it); the helper polls the count */
+	nf_catch_usr1();
 	return 0;
 }
 
@@ -369,8 +383,8 @@ static int attached(struct sl_nf *nf, void *ctx)
 			return -1;
 		}
 	}
-	/* the helper takes no process signal but SIGUSR1 (through sigtimedwait): SIGINT/SIGTERM must
-	 * reach the packet thread. SIGSYS stays open: under sandbox strict the SDK's handler names a
+	/* the helper takes no process signal (SIGUSR1 included: it polls nf_usr1_gen): SIGINT/SIGTERM
+	 * must reach the packet thread. SIGSYS stays open: under sandbox strict the SDK's handler names a
 	 * refused system call (a thread blocking it is killed by the kernel without a word) */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -390,8 +404,10 @@ static void finish(void *ctx, FILE *out)
 {
 	struct mon *m = ctx;
 	if (m->helper_started) {
-		__atomic_store_n(&m->helper_stop, 1, __ATOMIC_RELEASE);
-		pthread_kill(m->helper, SIGUSR1);
+		pthread_mutex_lock(&m->lock);
+		m->helper_stop = 1;
+		pthread_cond_signal(&m->wake);
+		pthread_mutex_unlock(&m->lock);
 		pthread_join(m->helper, NULL);
 		m->helper_started = 0;
 	}
@@ -424,45 +440,43 @@ static void finish(void *ctx, FILE *out)
 	mon_free(&m->t);
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "flows", required_argument, NULL, OPT_FLOWS },
-		{ "records", required_argument, NULL, OPT_RECORDS },
-		{ "idle", required_argument, NULL, OPT_IDLE },
-		{ "export-interval", required_argument, NULL, OPT_EXPORT },
-		{ "pcap", required_argument, NULL, OPT_PCAP },
-		{ "snaplen", required_argument, NULL, OPT_SNAPLEN },
-		{ "capture-max", required_argument, NULL, OPT_CAPMAX },
-		{ "capture-max-bytes", required_argument, NULL, OPT_CAPMAXB },
-		{ "pcap-buffer-mb", required_argument, NULL, OPT_PCAPBUF },
-		{ NULL, 0, NULL, 0 },
-	};
-	static struct mon m = { .flows = 65536, .idle_s = 60, .snaplen = 65535, .pcap_buf_mb = 8,
-				.pcap_fd = -1 };
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "monitor",
-		.about = "Sluice NF: per-flow records and pcapng capture of every packet; passes every packet on.",
-		.opts = opts,
-		.opts_help =
-			"  --flows N          flow table capacity (default 65536, 1..16777216)\n"
-			"  --records FILE     append flow records as JSON lines: live flows on SIGUSR1, every\n"
-			"                     --export-interval and on exit, idle flows when they expire\n"
-			"  --idle S           a flow idle S seconds expires into the records (default 60, 0 = never)\n"
-			"  --export-interval S  write the live flows every S seconds (default 0 = never)\n"
-			"  --pcap FILE        capture every packet to FILE (pcapng; flushed every second, on\n"
-			"                     SIGUSR1 and on exit)\n"
-			"  --snaplen N        bytes captured per packet (default 65535, 14..65535)\n"
-			"  --capture-max N    capture at most N packets (default 0 = no limit)\n"
-			"  --capture-max-bytes N  stop capturing before the file exceeds N bytes (0 = no limit)\n"
-			"  --pcap-buffer-mb N capture buffer size in MiB (default 8, 1..1024)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &m,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct mon defaults = { .flows = 65536, .idle_s = 60, .snaplen = 65535, .pcap_buf_mb = 8,
+				     .pcap_fd = -1 };
+
+static const struct option opts[] = {
+	{ "flows", required_argument, NULL, OPT_FLOWS },
+	{ "records", required_argument, NULL, OPT_RECORDS },
+	{ "idle", required_argument, NULL, OPT_IDLE },
+	{ "export-interval", required_argument, NULL, OPT_EXPORT },
+	{ "pcap", required_argument, NULL, OPT_PCAP },
+	{ "snaplen", required_argument, NULL, OPT_SNAPLEN },
+	{ "capture-max", required_argument, NULL, OPT_CAPMAX },
+	{ "capture-max-bytes", required_argument, NULL, OPT_CAPMAXB },
+	{ "pcap-buffer-mb", required_argument, NULL, OPT_PCAPBUF },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "monitor",
+	.about = "Sluice NF: per-flow records and pcapng capture of every packet; passes every packet on.",
+	.opts = opts,
+	.opts_help =
+		"  --flows N          flow table capacity (default 65536, 1..16777216)\n"
+		"  --records FILE     append flow records as JSON lines: live flows on SIGUSR1, every\n"
+		"                     --export-interval and on exit, idle flows when they expire\n"
+		"  --idle S           a flow idle S seconds expires into the records (default 60, 0 = never)\n"
+		"  --export-interval S  write the live flows every S seconds (default 0 = never)\n"
+		"  --pcap FILE        capture every packet to FILE (pcapng; flushed every second, on\n"
+		"                     SIGUSR1 and on exit)\n"
+		"  --snaplen N        bytes captured per packet (default 65535, 14..65535)\n"
+		"  --capture-max N    capture at most N packets (default 0 = no limit)\n"
+		"  --capture-max-bytes N  stop capturing before the file exceeds N bytes (0 = no limit)\n"
+		"  --pcap-buffer-mb N capture buffer size in MiB (default 8, 1..1024)\n",
+	.ctx_size = sizeof(struct mon),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

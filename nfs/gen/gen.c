@@ -35,6 +35,7 @@ struct gen_ctx {
 	uint64_t warmup;     /* the first `warmup` of them carry gen_id + 1, not gen_id */
 	uint32_t size, flows, gen_id;
 	const char *dump;
+	int dump_set;        /* --dump given (else SLUICE_NF_DUMP, read in start) */
 	/* state */
 	uint64_t hz;
 	struct tbucket tb;
@@ -42,6 +43,7 @@ struct gen_ctx {
 	uint32_t flow;       /* next flow, seq % flows kept without a division */
 	uint64_t paced_drops, too_small, after_count;
 	uint64_t tsc_first, tsc_last; /* stamps of the first counted and the last packet */
+	sig_atomic_t usr1_seen;
 };
 
 static int fill_json(FILE *f, void *arg)
@@ -132,10 +134,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	 * gen keeps its long turns, and its ceiling. */
 	if (dry)
 		sl_nf_yield(nf);
-	if (nf_usr1_pending) {
-		nf_usr1_pending = 0;
+	if (nf_signal_taken(&nf_usr1_gen, &c->usr1_seen))
 		dump(c);
-	}
 }
 
 static int opt(void *ctx, int o, const char *arg)
@@ -168,6 +168,7 @@ static int opt(void *ctx, int o, const char *arg)
 		return nf_parse_u64(PROG, "warmup", arg, 0, UINT64_MAX, &c->warmup);
 	case OPT_DUMP:
 		c->dump = arg[0] != '\0' ? arg : NULL;
+		c->dump_set = 1;
 		return 0;
 	default:
 		return -1;
@@ -177,6 +178,10 @@ static int opt(void *ctx, int o, const char *arg)
 static int start(void *ctx)
 {
 	struct gen_ctx *c = ctx;
+	if (!c->dump_set) { /* no --dump: SLUICE_NF_DUMP, if set and not empty */
+		const char *e = getenv("SLUICE_NF_DUMP");
+		c->dump = e != NULL && e[0] != '\0' ? e : NULL;
+	}
 	if (c->gen_id == UINT32_MAX && c->warmup != 0) {
 		fprintf(stderr, PROG ": --warmup needs a --gen-id below %u (warm-up packets use gen-id + 1)\n",
 			UINT32_MAX);
@@ -207,44 +212,40 @@ static void finish(void *ctx, FILE *out)
 	dump(c);
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "rate-pps", required_argument, NULL, OPT_RATE },
-		{ "burst", required_argument, NULL, OPT_BURST },
-		{ "size", required_argument, NULL, OPT_SIZE },
-		{ "flows", required_argument, NULL, OPT_FLOWS },
-		{ "count", required_argument, NULL, OPT_COUNT },
-		{ "gen-id", required_argument, NULL, OPT_GEN_ID },
-		{ "warmup", required_argument, NULL, OPT_WARMUP },
-		{ "dump", required_argument, NULL, OPT_DUMP },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct gen_ctx c = { .burst = 32, .size = STAMP_MIN_SIZE, .flows = 1024, .dump = getenv("SLUICE_NF_DUMP") };
-	if (c.dump != NULL && c.dump[0] == '\0')
-		c.dump = NULL;
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "gen",
-		.about = "Sluice NF: rewrite the buffers it receives into paced, stamped UDP test packets.",
-		.opts = opts,
-		.opts_help =
-			"  --rate-pps R       packets per second, token bucket on the TSC (default 0 = unlimited)\n"
-			"  --burst N          token bucket depth in packets (default 32)\n"
-			"  --size B           frame size without FCS, 60..16384 (default 66, the smallest\n"
-			"                     with a stamp; above 1514 needs a jumbo sluiced.buffer_size)\n"
-			"  --flows F          cycle through F UDP flows, 1..16777216 (default 1024)\n"
-			"  --count N          generate N packets, then drop everything (default 0 = no limit)\n"
-			"  --gen-id ID        generator id written in every stamp (default 0)\n"
-			"  --warmup N         the first N packets (part of --count) are a warm-up: they carry\n"
-			"                     gen-id + 1 and their own sequence numbers (default 0)\n"
-			"  --dump FILE        write counters as JSON here on exit and on SIGUSR1\n"
-			"                     (SLUICE_NF_DUMP)\n",
-		.opt = opt,
-		.start = start,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &c,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct gen_ctx defaults = { .burst = 32, .size = STAMP_MIN_SIZE, .flows = 1024 };
+
+static const struct option opts[] = {
+	{ "rate-pps", required_argument, NULL, OPT_RATE },
+	{ "burst", required_argument, NULL, OPT_BURST },
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "flows", required_argument, NULL, OPT_FLOWS },
+	{ "count", required_argument, NULL, OPT_COUNT },
+	{ "gen-id", required_argument, NULL, OPT_GEN_ID },
+	{ "warmup", required_argument, NULL, OPT_WARMUP },
+	{ "dump", required_argument, NULL, OPT_DUMP },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "gen",
+	.about = "Sluice NF: rewrite the buffers it receives into paced, stamped UDP test packets.",
+	.opts = opts,
+	.opts_help =
+		"  --rate-pps R       packets per second, token bucket on the TSC (default 0 = unlimited)\n"
+		"  --burst N          token bucket depth in packets (default 32)\n"
+		"  --size B           frame size without FCS, 60..16384 (default 66, the smallest\n"
+		"                     with a stamp; above 1514 needs a jumbo sluiced.buffer_size)\n"
+		"  --flows F          cycle through F UDP flows, 1..16777216 (default 1024)\n"
+		"  --count N          generate N packets, then drop everything (default 0 = no limit)\n"
+		"  --gen-id ID        generator id written in every stamp (default 0)\n"
+		"  --warmup N         the first N packets (part of --count) are a warm-up: they carry\n"
+		"                     gen-id + 1 and their own sequence numbers (default 0)\n"
+		"  --dump FILE        write counters as JSON here on exit and on SIGUSR1\n"
+		"                     (SLUICE_NF_DUMP)\n",
+	.ctx_size = sizeof(struct gen_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.handler = handler,
+	.finish = finish,
+)

@@ -32,6 +32,7 @@ struct lb_nf {
 	uint64_t timeout_s[LB_TO_N]; /* 0: default */
 	struct sl_nf *nf;
 	uint64_t reloads, reload_errors;
+	sig_atomic_t hup_seen;
 	uint64_t *c_new, *c_fwd, *c_rep, *c_pass, *c_nobe, *c_full, *c_confl, *c_malformed, *c_nonip,
 		*c_frag, *c_resched, *c_conns, *c_expired, *c_reloads, *c_reload_errors;
 	uint64_t *c_live[LB_SLOTS_MAX];
@@ -124,7 +125,9 @@ static void describe(const struct lb_nf *c, const char *what)
 
 static void reload(struct lb_nf *c)
 {
-	static struct lb_conf conf; /* ~60 KiB: not on the stack */
+	/* ~60 KiB: not on the stack. Scratch, not state (lb_apply copies what it keeps), so the
+	 * instances of a group, which run on one thread, may share it. */
+	static struct lb_conf conf;
 	char err[512];
 	if (lb_conf_load(&conf, c->config, err, sizeof(err)) < 0 || lb_apply(&c->lb, &conf, err, sizeof(err)) < 0) {
 		fprintf(stderr, PROG ": reload failed, keeping the previous configuration: %s\n", err);
@@ -140,10 +143,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 {
 	struct lb_nf *c = arg;
 	(void)nf;
-	if (nf_hup_pending) {
-		nf_hup_pending = 0;
+	if (nf_signal_taken(&nf_hup_gen, &c->hup_seen))
 		reload(c);
-	}
 	uint64_t now = now_ns();
 	for (unsigned i = 0; i < n; i++)
 		__builtin_prefetch(sl_pkt_data(&pkts[i]));
@@ -193,7 +194,7 @@ static int opt(void *ctx, int o, const char *arg)
 static int start(void *ctx)
 {
 	struct lb_nf *c = ctx;
-	static struct lb_conf conf;
+	static struct lb_conf conf; /* scratch, as in reload() */
 	char err[512];
 	if (c->config == NULL) {
 		fprintf(stderr, PROG ": --config FILE is required (services and backends; see --help)\n");
@@ -265,46 +266,44 @@ static void finish(void *ctx, FILE *out)
 	lb_free(&c->lb);
 }
 
-int main(int argc, char **argv)
-{
-	static struct lb_nf ctx = { .max_conns = 65536, .table_size = LB_MAGLEV_M_DEFAULT, .sweep = 64 };
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "check", no_argument, NULL, OPT_CHECK },
-		{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
-		{ "table-size", required_argument, NULL, OPT_TABLE_SIZE },
-		{ "sweep", required_argument, NULL, OPT_SWEEP },
-		{ "timeout-tcp", required_argument, NULL, OPT_TO_TCP },
-		{ "timeout-tcp-syn", required_argument, NULL, OPT_TO_TCP_SYN },
-		{ "timeout-tcp-fin", required_argument, NULL, OPT_TO_TCP_FIN },
-		{ "timeout-udp", required_argument, NULL, OPT_TO_UDP },
-		{ NULL, 0, NULL, 0 },
-	};
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "lb",
-		.about = "Sluice NF: L4 load balancer (VIPs from --config, Maglev hashing, NAT forwarding,\n"
-			 "connection affinity; SIGHUP reloads backends without moving connections).",
-		.opts = opts,
-		.opts_help =
-			"  --config FILE      services and backends (required; docs/nfs/lb.md):\n"
-			"                       vip 10.0.0.100 tcp 80\n"
-			"                       backend web1 10.0.1.1:8080 [weight W] [disabled|down]\n"
-			"                     SIGHUP reloads it at the next packet\n"
-			"  --check            check the file's syntax and exit\n"
-			"  --max-conns N      connection table capacity (default 65536)\n"
-			"  --table-size M     Maglev table entries per service, a prime (default 65537)\n"
-			"  --sweep N          connection entries checked for expiry per batch (default 64)\n"
-			"  --timeout-tcp S    idle timeout of an answered TCP connection (default 900 s)\n"
-			"  --timeout-tcp-syn S  ... of an unanswered TCP connection (default 60 s)\n"
-			"  --timeout-tcp-fin S  ... of a TCP connection after FIN or RST (default 120 s)\n"
-			"  --timeout-udp S    ... of a UDP flow (default 300 s)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &ctx,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct lb_nf defaults = { .max_conns = 65536, .table_size = LB_MAGLEV_M_DEFAULT, .sweep = 64 };
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
+	{ "table-size", required_argument, NULL, OPT_TABLE_SIZE },
+	{ "sweep", required_argument, NULL, OPT_SWEEP },
+	{ "timeout-tcp", required_argument, NULL, OPT_TO_TCP },
+	{ "timeout-tcp-syn", required_argument, NULL, OPT_TO_TCP_SYN },
+	{ "timeout-tcp-fin", required_argument, NULL, OPT_TO_TCP_FIN },
+	{ "timeout-udp", required_argument, NULL, OPT_TO_UDP },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "lb",
+	.about = "Sluice NF: L4 load balancer (VIPs from --config, Maglev hashing, NAT forwarding,\n"
+		 "connection affinity; SIGHUP reloads backends without moving connections).",
+	.opts = opts,
+	.opts_help =
+		"  --config FILE      services and backends (required; docs/nfs/lb.md):\n"
+		"                       vip 10.0.0.100 tcp 80\n"
+		"                       backend web1 10.0.1.1:8080 [weight W] [disabled|down]\n"
+		"                     SIGHUP reloads it at the next packet\n"
+		"  --check            check the file's syntax and exit\n"
+		"  --max-conns N      connection table capacity (default 65536)\n"
+		"  --table-size M     Maglev table entries per service, a prime (default 65537)\n"
+		"  --sweep N          connection entries checked for expiry per batch (default 64)\n"
+		"  --timeout-tcp S    idle timeout of an answered TCP connection (default 900 s)\n"
+		"  --timeout-tcp-syn S  ... of an unanswered TCP connection (default 60 s)\n"
+		"  --timeout-tcp-fin S  ... of a TCP connection after FIN or RST (default 120 s)\n"
+		"  --timeout-udp S    ... of a UDP flow (default 300 s)\n",
+	.ctx_size = sizeof(struct lb_nf),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

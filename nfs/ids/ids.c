@@ -42,6 +42,7 @@ struct ids_ctx {
 	struct ids_set *set;
 	FILE *fast, *eve;
 	struct sl_nf *nf;
+	sig_atomic_t hup_seen;
 	uint64_t local[C_N]; /* counters before attach / in --pcap mode */
 	uint64_t *c[C_N];
 };
@@ -188,10 +189,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 {
 	struct ids_ctx *c = arg;
 	(void)nf;
-	if (nf_hup_pending) {
-		nf_hup_pending = 0;
+	if (nf_signal_taken(&nf_hup_gen, &c->hup_seen))
 		reload(c);
-	}
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts); /* one clock read per batch; vDSO, no system call */
 	struct tstamp tm = { .ts = &ts, .done = 0 };
@@ -398,39 +397,37 @@ static void finish(void *ctx, FILE *out)
 	c->set = NULL;
 }
 
-int main(int argc, char **argv)
-{
-	static struct ids_ctx ctx = { .rule_counters = 100 };
-	static const struct option opts[] = {
-		{ "rules", required_argument, NULL, OPT_RULES },
-		{ "alert-log", required_argument, NULL, OPT_ALERT_LOG },
-		{ "eve-log", required_argument, NULL, OPT_EVE_LOG },
-		{ "check", no_argument, NULL, OPT_CHECK },
-		{ "malformed", required_argument, NULL, OPT_MALFORMED },
-		{ "rule-counters", required_argument, NULL, OPT_RULE_COUNTERS },
-		{ "pcap", required_argument, NULL, OPT_PCAP },
-		{ NULL, 0, NULL, 0 },
-	};
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "ids",
-		.about = "Sluice NF: signature IDS/IPS (Snort/Suricata rule subset on Hyperscan; SIGHUP reloads).",
-		.opts = opts,
-		.opts_help =
-			"  --rules FILE         rule file (required; syntax in docs/nfs/ids.md); SIGHUP reloads it\n"
-			"  --alert-log FILE     append alerts in Suricata fast.log format (flushed every batch)\n"
-			"  --eve-log FILE       append alerts as eve-like JSON lines\n"
-			"  --check              load and compile the rules, print a summary, exit (1 on an error)\n"
-			"  --malformed pass|drop  truncated/inconsistent IP packets (default pass; always counted)\n"
-			"  --rule-counters N    per-rule hit counters sid.<sid> for the first N rules (default 100)\n"
-			"  --pcap FILE          judge a pcap offline (no sluiced), write the logs, print totals and\n"
-			"                       the inspection rate, exit\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &ctx,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct ids_ctx defaults = { .rule_counters = 100 };
+
+static const struct option opts[] = {
+	{ "rules", required_argument, NULL, OPT_RULES },
+	{ "alert-log", required_argument, NULL, OPT_ALERT_LOG },
+	{ "eve-log", required_argument, NULL, OPT_EVE_LOG },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "malformed", required_argument, NULL, OPT_MALFORMED },
+	{ "rule-counters", required_argument, NULL, OPT_RULE_COUNTERS },
+	{ "pcap", required_argument, NULL, OPT_PCAP },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "ids",
+	.about = "Sluice NF: signature IDS/IPS (Snort/Suricata rule subset on Hyperscan; SIGHUP reloads).",
+	.opts = opts,
+	.opts_help =
+		"  --rules FILE         rule file (required; syntax in docs/nfs/ids.md); SIGHUP reloads it\n"
+		"  --alert-log FILE     append alerts in Suricata fast.log format (flushed every batch)\n"
+		"  --eve-log FILE       append alerts as eve-like JSON lines\n"
+		"  --check              load and compile the rules, print a summary, exit (1 on an error)\n"
+		"  --malformed pass|drop  truncated/inconsistent IP packets (default pass; always counted)\n"
+		"  --rule-counters N    per-rule hit counters sid.<sid> for the first N rules (default 100)\n"
+		"  --pcap FILE          judge a pcap offline (no sluiced), write the logs, print totals and\n"
+		"                       the inspection rate, exit\n",
+	.ctx_size = sizeof(struct ids_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

@@ -16,13 +16,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	}
 }
 
-int main(int argc, char **argv)
-{
-	const struct nf_app app = {
-		.prog = "sluice-nf-reflect",
-		.role = "reflect",
-		.about = "Sluice NF: swap MAC, IP and port addresses and send packets back out their ingress port.",
-		.handler = handler,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+SL_NF_PLUGIN_REGISTER(
+	.name = "reflect",
+	.about = "Sluice NF: swap MAC, IP and port addresses and send packets back out their ingress port.",
+	.handler = handler,
+)

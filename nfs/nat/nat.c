@@ -211,40 +211,38 @@ static void finish(void *ctx, FILE *out)
 	nat_free(&c->n.t);
 }
 
-int main(int argc, char **argv)
-{
-	static struct nat_nf c = { .max_mappings = 65536, .sweep = 64, .in_id = -1, .out_id = -1,
-				   .n = { .max_tries = 256 } };
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "inside", required_argument, NULL, OPT_INSIDE },
-		{ "outside", required_argument, NULL, OPT_OUTSIDE },
-		{ "max-mappings", required_argument, NULL, OPT_MAX },
-		{ "port-tries", required_argument, NULL, OPT_TRIES },
-		{ "sweep", required_argument, NULL, OPT_SWEEP },
-		{ "next", no_argument, NULL, OPT_NEXT },
-		{ NULL, 0, NULL, 0 },
-	};
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "nat",
-		.about = "Sluice NF: IPv4 SNAT/masquerade and DNAT (port forwarding) between two ports.",
-		.opts = opts,
-		.opts_help =
-			"  --inside PORT      the inside (private) port, by name (required)\n"
-			"  --outside PORT     the outside (public) port, by name (required)\n"
-			"  --config FILE      rules: snat / dnat / timeout lines (docs/nfs/nat.md)\n"
-			"  --max-mappings N   mapping table capacity (default 65536)\n"
-			"  --port-tries N     ports tried for a new mapping before port_exhausted (default 256)\n"
-			"  --sweep N          mapping slots checked for expiry per batch (default 64)\n"
-			"  --next             send translated packets NEXT along the chain instead of OUT of\n"
-			"                     the other port\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &c,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct nat_nf defaults = { .max_mappings = 65536, .sweep = 64, .in_id = -1, .out_id = -1,
+					.n = { .max_tries = 256 } };
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "inside", required_argument, NULL, OPT_INSIDE },
+	{ "outside", required_argument, NULL, OPT_OUTSIDE },
+	{ "max-mappings", required_argument, NULL, OPT_MAX },
+	{ "port-tries", required_argument, NULL, OPT_TRIES },
+	{ "sweep", required_argument, NULL, OPT_SWEEP },
+	{ "next", no_argument, NULL, OPT_NEXT },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "nat",
+	.about = "Sluice NF: IPv4 SNAT/masquerade and DNAT (port forwarding) between two ports.",
+	.opts = opts,
+	.opts_help =
+		"  --inside PORT      the inside (private) port, by name (required)\n"
+		"  --outside PORT     the outside (public) port, by name (required)\n"
+		"  --config FILE      rules: snat / dnat / timeout lines (docs/nfs/nat.md)\n"
+		"  --max-mappings N   mapping table capacity (default 65536)\n"
+		"  --port-tries N     ports tried for a new mapping before port_exhausted (default 256)\n"
+		"  --sweep N          mapping slots checked for expiry per batch (default 64)\n"
+		"  --next             send translated packets NEXT along the chain instead of OUT of\n"
+		"                     the other port\n",
+	.ctx_size = sizeof(struct nat_nf),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

@@ -18,6 +18,8 @@ struct count_ctx {
 	struct flowtab ft;
 	uint32_t flows;
 	const char *dump;
+	int dump_set; /* --dump given (else SLUICE_NF_DUMP, read in start) */
+	sig_atomic_t usr1_seen;
 	/* reported by sluiced as this NF's counters */
 	uint64_t *c_pkts, *c_bytes, *c_flows, *c_full;
 };
@@ -64,10 +66,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	*c->c_bytes = c->ft.total_bytes;
 	*c->c_flows = c->ft.count;
 	*c->c_full = c->ft.table_full;
-	if (nf_usr1_pending) {
-		nf_usr1_pending = 0;
+	if (nf_signal_taken(&nf_usr1_gen, &c->usr1_seen))
 		dump(c);
-	}
 }
 
 static int opt(void *ctx, int o, const char *arg)
@@ -75,6 +75,7 @@ static int opt(void *ctx, int o, const char *arg)
 	struct count_ctx *c = ctx;
 	if (o == OPT_DUMP) {
 		c->dump = arg;
+		c->dump_set = 1;
 		return 0;
 	}
 	char *end;
@@ -91,6 +92,10 @@ static int opt(void *ctx, int o, const char *arg)
 static int start(void *ctx)
 {
 	struct count_ctx *c = ctx;
+	if (!c->dump_set) { /* no --dump: SLUICE_NF_DUMP, if set and not empty */
+		const char *e = getenv("SLUICE_NF_DUMP");
+		c->dump = e != NULL && e[0] != '\0' ? e : NULL;
+	}
 	if (ft_init(&c->ft, c->flows) < 0) {
 		fprintf(stderr, "sluice-nf-count: cannot allocate a table of %u flows\n", c->flows);
 		return -1;
@@ -111,30 +116,26 @@ static void finish(void *ctx, FILE *out)
 	ft_free(&c->ft);
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "flows", required_argument, NULL, OPT_FLOWS },
-		{ "dump", required_argument, NULL, OPT_DUMP },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct count_ctx c = { .flows = 65536, .dump = getenv("SLUICE_NF_DUMP") };
-	if (c.dump != NULL && c.dump[0] == '\0')
-		c.dump = NULL;
-	const struct nf_app app = {
-		.prog = "sluice-nf-count",
-		.role = "count",
-		.about = "Sluice NF: count packets and bytes per flow, pass every packet on.",
-		.opts = opts,
-		.opts_help = "  --flows N          flow table capacity (default 65536)\n"
-			     "  --dump FILE        write the flow table as JSON here on exit and on SIGUSR1\n"
-			     "                     (SLUICE_NF_DUMP)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &c,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct count_ctx defaults = { .flows = 65536 };
+
+static const struct option opts[] = {
+	{ "flows", required_argument, NULL, OPT_FLOWS },
+	{ "dump", required_argument, NULL, OPT_DUMP },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "count",
+	.about = "Sluice NF: count packets and bytes per flow, pass every packet on.",
+	.opts = opts,
+	.opts_help = "  --flows N          flow table capacity (default 65536)\n"
+		     "  --dump FILE        write the flow table as JSON here on exit and on SIGUSR1\n"
+		     "                     (SLUICE_NF_DUMP)\n",
+	.ctx_size = sizeof(struct count_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

@@ -158,28 +158,23 @@ static int attached(struct sl_nf *nf, void *ctx)
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	static struct fwd_ctx ctx;
-	static const struct option opts[] = { { "cost-ns", required_argument, NULL, OPT_COST },
-					      { "pin", no_argument, NULL, OPT_PIN },
-					      { "out", required_argument, NULL, OPT_OUT },
-					      { "out-set", required_argument, NULL, OPT_OUT_SET }, { 0 } };
-	const struct nf_app app = {
-		.prog = "sluice-nf-fwd",
-		.role = "fwd",
-		.about = "Sluice NF: forward every packet to the next hop of its chain.",
-		.opts = opts,
-		.opts_help = "  --cost-ns N        spend N ns of CPU per packet before forwarding (default 0)\n"
-			     "  --pin              pin each packet's flow to the next hop: later packets skip this NF\n"
-			     "  --out PORT         send every packet out of port PORT (by name) instead of the next hop\n"
-			     "  --out-set SPEC     send every packet out of several ports: SPEC is a comma list of\n"
-			     "                     PORT (as is), PORT:untag or PORT:tag=VID (e.g. a,b:untag,c:tag=10)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.ctx = &ctx,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct option opts[] = { { "cost-ns", required_argument, NULL, OPT_COST },
+				      { "pin", no_argument, NULL, OPT_PIN },
+				      { "out", required_argument, NULL, OPT_OUT },
+				      { "out-set", required_argument, NULL, OPT_OUT_SET }, { 0 } };
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "fwd",
+	.about = "Sluice NF: forward every packet to the next hop of its chain.",
+	.opts = opts,
+	.opts_help = "  --cost-ns N        spend N ns of CPU per packet before forwarding (default 0)\n"
+		     "  --pin              pin each packet's flow to the next hop: later packets skip this NF\n"
+		     "  --out PORT         send every packet out of port PORT (by name) instead of the next hop\n"
+		     "  --out-set SPEC     send every packet out of several ports: SPEC is a comma list of\n"
+		     "                     PORT (as is), PORT:untag or PORT:tag=VID (e.g. a,b:untag,c:tag=10)\n",
+	.ctx_size = sizeof(struct fwd_ctx),
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+)

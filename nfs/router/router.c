@@ -28,6 +28,7 @@ struct rt_ctx {
 	struct rt_conf conf;
 	struct router r;
 	struct sl_nf *nf;
+	sig_atomic_t hup_seen;
 #define RT_C(n) uint64_t *c_##n;
 	RT_STATS(RT_C)
 #undef RT_C
@@ -152,10 +153,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 	struct router *r = &x->r;
 	struct timespec ts;
 	(void)nf;
-	if (nf_hup_pending) {
-		nf_hup_pending = 0;
+	if (nf_signal_taken(&nf_hup_gen, &x->hup_seen))
 		reload(x);
-	}
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
 	r->now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	for (unsigned i = 0; i < n; i++) {
@@ -291,36 +290,34 @@ static void finish(void *ctx, FILE *out)
 	rt_conf_free(&x->conf);
 }
 
-int main(int argc, char **argv)
-{
-	static struct rt_ctx x = { .neigh_max = 4096, .icmp_rate = 1000, .icmp_burst = 50 };
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "lookup", no_argument, NULL, OPT_LOOKUP },
-		{ "neigh-max", required_argument, NULL, OPT_NEIGH_MAX },
-		{ "icmp-rate", required_argument, NULL, OPT_ICMP_RATE },
-		{ "icmp-burst", required_argument, NULL, OPT_ICMP_BURST },
-		{ NULL, 0, NULL, 0 },
-	};
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "router",
-		.about = "Sluice NF: IPv4/IPv6 router (LPM, TTL, ICMP errors, ARP/ND; SIGHUP reloads --config).",
-		.opts = opts,
-		.opts_help =
-			"  --config FILE      addresses, routes, neighbours (required; docs/nfs/router.md)\n"
-			"  --lookup           print the route for each address read from stdin, then exit\n"
-			"                     (no sluiced needed): 'ADDR via GW dev PORT', 'ADDR dev PORT',\n"
-			"                     'ADDR local', 'ADDR broadcast dev PORT', 'ADDR unreachable'\n"
-			"  --neigh-max N      neighbour table capacity (default 4096)\n"
-			"  --icmp-rate N      ICMP errors per second at most, 0 = no limit (default 1000)\n"
-			"  --icmp-burst N     ICMP errors at once after a quiet time (default 50)\n",
-		.opt = opt,
-		.start = start,
-		.attached = attached,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &x,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct rt_ctx defaults = { .neigh_max = 4096, .icmp_rate = 1000, .icmp_burst = 50 };
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "lookup", no_argument, NULL, OPT_LOOKUP },
+	{ "neigh-max", required_argument, NULL, OPT_NEIGH_MAX },
+	{ "icmp-rate", required_argument, NULL, OPT_ICMP_RATE },
+	{ "icmp-burst", required_argument, NULL, OPT_ICMP_BURST },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "router",
+	.about = "Sluice NF: IPv4/IPv6 router (LPM, TTL, ICMP errors, ARP/ND; SIGHUP reloads --config).",
+	.opts = opts,
+	.opts_help =
+		"  --config FILE      addresses, routes, neighbours (required; docs/nfs/router.md)\n"
+		"  --lookup           print the route for each address read from stdin, then exit\n"
+		"                     (no sluiced needed): 'ADDR via GW dev PORT', 'ADDR dev PORT',\n"
+		"                     'ADDR local', 'ADDR broadcast dev PORT', 'ADDR unreachable'\n"
+		"  --neigh-max N      neighbour table capacity (default 4096)\n"
+		"  --icmp-rate N      ICMP errors per second at most, 0 = no limit (default 1000)\n"
+		"  --icmp-burst N     ICMP errors at once after a quiet time (default 50)\n",
+	.ctx_size = sizeof(struct rt_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.attached = attached,
+	.handler = handler,
+	.finish = finish,
+)

@@ -43,12 +43,14 @@ struct gen_state {
 struct sink_ctx {
 	enum sl_action action;
 	const char *dump;
+	int dump_set;       /* --dump given (else SLUICE_NF_DUMP, read in start) */
 	int64_t measure_id; /* -1: record latency of every stamped packet */
 	uint64_t hz;
 	uint64_t received, unstamped, clock_skew, gen_overflow;
 	unsigned n_gens, last_gen; /* last_gen: where the previous stamp's generator was */
 	struct gen_state gens[MAX_GENS];
 	struct lat_hist hist;
+	sig_atomic_t usr1_seen;
 };
 
 /* The tracking slot of generator `id`, or NULL when MAX_GENS others are
@@ -153,10 +155,8 @@ static void handler(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg
 		else
 			lh_record(&c->hist, now - s.tsc);
 	}
-	if (nf_usr1_pending) {
-		nf_usr1_pending = 0;
+	if (nf_signal_taken(&nf_usr1_gen, &c->usr1_seen))
 		dump(c);
-	}
 }
 
 static int opt(void *ctx, int o, const char *arg)
@@ -175,6 +175,7 @@ static int opt(void *ctx, int o, const char *arg)
 		return 0;
 	case OPT_DUMP:
 		c->dump = arg[0] != '\0' ? arg : NULL;
+		c->dump_set = 1;
 		return 0;
 	case OPT_MEASURE_ID: {
 		uint64_t v;
@@ -191,6 +192,10 @@ static int opt(void *ctx, int o, const char *arg)
 static int start(void *ctx)
 {
 	struct sink_ctx *c = ctx;
+	if (!c->dump_set) { /* no --dump: SLUICE_NF_DUMP, if set and not empty */
+		const char *e = getenv("SLUICE_NF_DUMP");
+		c->dump = e != NULL && e[0] != '\0' ? e : NULL;
+	}
 	c->hz = tsc_calibrate(50);
 	lh_init(&c->hist);
 	nf_catch_usr1();
@@ -210,37 +215,28 @@ static void finish(void *ctx, FILE *out)
 	dump(c);
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "action", required_argument, NULL, OPT_ACTION },
-		{ "dump", required_argument, NULL, OPT_DUMP },
-		{ "measure-id", required_argument, NULL, OPT_MEASURE_ID },
-		{ NULL, 0, NULL, 0 },
-	};
-	/* static: the histogram and the sequence windows (~17 KiB) are state for the
-	 * whole run, not for main()'s stack */
-	static struct sink_ctx c;
-	c.action = SL_ACT_DROP;
-	c.measure_id = -1;
-	c.dump = getenv("SLUICE_NF_DUMP");
-	if (c.dump != NULL && c.dump[0] == '\0')
-		c.dump = NULL;
-	const struct nf_app app = {
-		.prog = PROG,
-		.role = "sink",
-		.about = "Sluice NF: measure latency and loss of sluice-nf-gen's stamped packets.",
-		.opts = opts,
-		.opts_help = "  --action A         drop (default: consume the packets) or next\n"
-			     "  --dump FILE        write results as JSON here on exit and on SIGUSR1\n"
-			     "                     (SLUICE_NF_DUMP)\n"
-			     "  --measure-id ID    record latency only for generator ID's packets (default:\n"
-			     "                     all); sequence tracking still covers every generator\n",
-		.opt = opt,
-		.start = start,
-		.handler = handler,
-		.finish = finish,
-		.ctx = &c,
-	};
-	return nf_app_main(argc, argv, &app);
-}
+static const struct sink_ctx defaults = { .action = SL_ACT_DROP, .measure_id = -1 };
+
+static const struct option opts[] = {
+	{ "action", required_argument, NULL, OPT_ACTION },
+	{ "dump", required_argument, NULL, OPT_DUMP },
+	{ "measure-id", required_argument, NULL, OPT_MEASURE_ID },
+	{ NULL, 0, NULL, 0 },
+};
+
+SL_NF_PLUGIN_REGISTER(
+	.name = "sink",
+	.about = "Sluice NF: measure latency and loss of sluice-nf-gen's stamped packets.",
+	.opts = opts,
+	.opts_help = "  --action A         drop (default: consume the packets) or next\n"
+		     "  --dump FILE        write results as JSON here on exit and on SIGUSR1\n"
+		     "                     (SLUICE_NF_DUMP)\n"
+		     "  --measure-id ID    record latency only for generator ID's packets (default:\n"
+		     "                     all); sequence tracking still covers every generator\n",
+	.ctx_size = sizeof(struct sink_ctx),
+	.ctx_defaults = &defaults,
+	.opt = opt,
+	.start = start,
+	.handler = handler,
+	.finish = finish,
+)
