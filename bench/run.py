@@ -150,14 +150,16 @@ def measure(it: dict, args, logdir: Path, tag: str) -> tuple[float, dict]:
     return peer_memif.run_peer(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
 
 
-def trials_session(system: str, nfs: int, args, logdir: Path, tag: str):
-    """The system's zero-loss/latency session (see rfc2544.py) for a chain of `nfs` NFs."""
+def trials_session(system: str, nfs: int, args, logdir: Path, tag: str, trial_mode: str | None = None):
+    """The system's zero-loss/latency session (see rfc2544.py) for a chain of `nfs` NFs; Sluice's in
+    trial_mode (one of --trial-mode's)."""
     size = args.trial_size
     if system == "sluice":
-        mode, fifo = sluice_fabric.split_sched(args.trial_mode)  # MODE+fifo: sluiced.nf_sched fifo
+        mode, fifo = sluice_fabric.split_sched(trial_mode or args.trial_modes[0])  # MODE+fifo: nf_sched fifo
+        group = sluice_fabric.split_group(mode)[1]  # MODE+group: the NFs as one sluice-group process
         mode, pipes = sluice_fabric.parse_mode(mode)  # MODE+pipes: sluiced.pipes on
         return sluice_fabric.SluiceTrials(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes,
-                                          fifo=fifo)
+                                          fifo=fifo, group=group)
     if system == "testpmd-memif":
         return peer_memif.MemifTrials(nfs=nfs, size=size, logdir=logdir, tag=tag)
     if system == "linux-veth":
@@ -168,31 +170,35 @@ def trials_session(system: str, nfs: int, args, logdir: Path, tag: str):
 def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> list[dict]:
     """Scenarios 2 and 3: per round, per chain length, per system (alternating) one session that
     searches the zero-loss rate and then (scenario 3) measures latency at LOADS x that rate."""
-    systems = [s for s in SYSTEMS if s in args.trial_systems]
-    searches: dict[tuple, list] = {(s, n): [] for s in systems for n in args.trial_nfs}
-    lat_runs: dict[tuple, list] = {(s, n, ld): [] for s in systems for n in args.trial_nfs for ld in rfc2544.LOADS}
+    # Sluice once per --trial-mode (e.g. adaptive+pipes and adaptive+pipes+group), the peers once
+    variants = [(s, m) for s in SYSTEMS if s in args.trial_systems
+                for m in (args.trial_modes if s == "sluice" else [None])]
+    searches: dict[tuple, list] = {(s, m, n): [] for s, m in variants for n in args.trial_nfs}
+    lat_runs: dict[tuple, list] = {(s, m, n, ld): [] for s, m in variants for n in args.trial_nfs
+                                   for ld in rfc2544.LOADS}
     for rnd in range(args.runs):
         for n in args.trial_nfs:
-            for system in systems:
-                tag = f"r{rnd + 1}-zl-{system}-n{n}"
-                name = f"round {rnd + 1}: {system} {n} NF {args.trial_size} B"
+            for system, mode in variants:
+                shown = f"{system} {mode}" if mode and len(args.trial_modes) > 1 else system
+                tag = f"r{rnd + 1}-zl-{system}{'-' + mode if mode and len(args.trial_modes) > 1 else ''}-n{n}"
+                name = f"round {rnd + 1}: {shown} {n} NF {args.trial_size} B"
                 t0 = time.monotonic()
                 try:
-                    with trials_session(system, n, args, logdir, tag) as sess:
+                    with trials_session(system, n, args, logdir, tag, mode) as sess:
                         res = rfc2544.zero_loss_search(
                             sess, args.start_pps, args.trial_duration, args.trial_warmup,
                             resolution=args.resolution, max_trials=args.max_trials,
                             on_trial=lambda rate, r: progress.note(
-                                f"{system} {n} NF: offered {rate / 1e6:7.3f} Mpps, sent {(r.get('sent_pps') or 0) / 1e6:7.3f}"
+                                f"{shown} {n} NF: offered {rate / 1e6:7.3f} Mpps, sent {(r.get('sent_pps') or 0) / 1e6:7.3f}"
                                 f" Mpps, lost {r['lost']}"))
-                        searches[(system, n)].append(res)
+                        searches[(system, mode, n)].append(res)
                         bound = " (generator bound)" if res.generator_bound else ""
                         msg = f"zero-loss {name}: {res.zero_loss_pps / 1e6:.3f} Mpps{bound}"
                         if args.latency and res.zero_loss_pps > 0:
                             parts = []
                             for ld in rfc2544.LOADS:
                                 r = sess.trial(res.ask_for(ld), args.latency_duration, args.trial_warmup)
-                                lat_runs[(system, n, ld)].append(r)
+                                lat_runs[(system, mode, n, ld)].append(r)
                                 lat = r.get("latency_ns") or {}
                                 parts.append(f"{ld:.0%}: p50 {lat.get('p50', 0) / 1e3:.1f} p99 {lat.get('p99', 0) / 1e3:.1f} us"
                                              + (f" lost {r['lost']}" if r["lost"] else ""))
@@ -200,20 +206,19 @@ def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> li
                     progress.step(f"{msg}  [{time.monotonic() - t0:.1f} s]")
                 except BenchError as e:
                     errors.append({"scenario": "zeroloss", "system": system, "nfs": n, "size": args.trial_size,
-                                   "mode": args.trial_mode if system == "sluice" else None, "round": rnd + 1,
-                                   "error": str(e)})
+                                   "mode": mode, "round": rnd + 1, "error": str(e)})
                     progress.step(f"zero-loss {name}: FAILED: {str(e).splitlines()[0]}")
     rows = []
-    for (system, n), lst in searches.items():
-        mode = args.trial_mode if system == "sluice" else None
+    for (system, mode, n), lst in searches.items():
         row = rfc2544.zeroloss_row(system, n, args.trial_size, mode, lst, args.trial_duration)
-        errs = [e["error"] for e in errors if e.get("scenario") == "zeroloss" and e["system"] == system and e["nfs"] == n]
+        errs = [e["error"] for e in errors if e.get("scenario") == "zeroloss" and e["system"] == system
+                and e.get("mode") == mode and e["nfs"] == n]
         if errs:
             row["error"] = errs[-1]
         rows.append(row)
         if args.latency:
             for ld in rfc2544.LOADS:
-                rows.append(rfc2544.latency_row(system, n, args.trial_size, mode, ld, lat_runs[(system, n, ld)]))
+                rows.append(rfc2544.latency_row(system, n, args.trial_size, mode, ld, lat_runs[(system, mode, n, ld)]))
     return rows
 
 
@@ -246,26 +251,29 @@ def summary_table(results: list[dict]) -> str:
 def trials_table(results: list[dict]) -> str:
     """Scenario 2 and 3 rows."""
     lines = []
+
+    def who(r):
+        return f"{r['system']} {r['mode']}" if r.get("mode") and "+group" in str(r["mode"]) else r["system"]
     zl = [r for r in results if r.get("scenario") == "zeroloss"]
     if zl:
-        lines += [f"{'zero-loss':<14} {'NFs':>3} {'median Mpps':>12} {'min':>8} {'max':>8}  generator-bound runs", "-" * 70]
-        for r in sorted(zl, key=lambda r: (r["nfs"], SYSTEM_ORDER.get(r["system"], 9))):
+        lines += [f"{'zero-loss':<30} {'NFs':>3} {'median Mpps':>12} {'min':>8} {'max':>8}  generator-bound runs", "-" * 80]
+        for r in sorted(zl, key=lambda r: (r["nfs"], SYSTEM_ORDER.get(r["system"], 9), str(r.get("mode")))):
             if r["median_pps"] is None:
-                lines.append(f"{r['system']:<14} {r['nfs']:>3} {'failed':>12}")
+                lines.append(f"{who(r):<30} {r['nfs']:>3} {'failed':>12}")
                 continue
             gb = sum(1 for b in r["runs_generator_bound"] if b)
-            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['median_pps'] / 1e6:>12.3f} {r['min_pps'] / 1e6:>8.3f} "
+            lines.append(f"{who(r):<30} {r['nfs']:>3} {r['median_pps'] / 1e6:>12.3f} {r['min_pps'] / 1e6:>8.3f} "
                          f"{r['max_pps'] / 1e6:>8.3f}  {gb} of {len(r['runs_generator_bound'])}")
     lat = [r for r in results if r.get("scenario") == "latency"]
     if lat:
-        lines += ["", f"{'latency (us)':<14} {'NFs':>3} {'load':>5} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} {'lost':>6}",
-                  "-" * 70]
-        for r in sorted(lat, key=lambda r: (r["nfs"], r["load"], SYSTEM_ORDER.get(r["system"], 9))):
+        lines += ["", f"{'latency (us)':<30} {'NFs':>3} {'load':>5} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} {'lost':>6}",
+                  "-" * 80]
+        for r in sorted(lat, key=lambda r: (r["nfs"], r["load"], SYSTEM_ORDER.get(r["system"], 9), str(r.get("mode")))):
             m = r.get("median_ns")
             if not m:
-                lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['load']:>5.0%} {'-':>9}")
+                lines.append(f"{who(r):<30} {r['nfs']:>3} {r['load']:>5.0%} {'-':>9}")
                 continue
-            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['load']:>5.0%} " + " ".join(
+            lines.append(f"{who(r):<30} {r['nfs']:>3} {r['load']:>5.0%} " + " ".join(
                 f"{m[p] / 1e3:>9.1f}" for p in ("p50", "p99", "p999", "max")) + f" {sum(r['runs_lost']):>6}")
     return "\n".join(lines)
 
@@ -318,8 +326,9 @@ def main(argv=None) -> int:
     ap.add_argument("--trial-size", type=int, default=66,
                     help="scenarios 2-3 frame size (default 66: the smallest that holds the 24-byte stamp)")
     ap.add_argument("--trial-mode", default="adaptive", help="scenarios 2-3 Sluice NF wakeup mode, "
-                    "or MODE+pipes with NF-to-NF pipes, and +fifo for sluiced.nf_sched fifo, e.g. "
-                    "adaptive+pipes+fifo (default adaptive)")
+                    "or MODE+pipes with NF-to-NF pipes, +group for the NFs as one sluice-group process, and +fifo "
+                    "for sluiced.nf_sched fifo, e.g. adaptive+pipes+fifo; a comma list measures each "
+                    "(adaptive+pipes,adaptive+pipes+group) (default adaptive)")
     ap.add_argument("--trial-duration", type=float, default=None, help="counted part of a search trial, s (default 1)")
     ap.add_argument("--trial-warmup", type=float, default=None, help="warm-up before each trial, s (default 0.3)")
     ap.add_argument("--latency-duration", type=float, default=None, help="latency trial length, s (default 2)")
@@ -368,8 +377,10 @@ def main(argv=None) -> int:
     for m in args.modes:
         if m not in sluice_fabric.MODES:
             ap.error(f"unknown Sluice mode {m!r} ({', '.join(sluice_fabric.MODES)})")
-    if sluice_fabric.split_sched(args.trial_mode)[0] not in sluice_fabric.MODES:
-        ap.error(f"unknown NF wakeup mode {args.trial_mode!r} ({', '.join(sluice_fabric.MODES)})")
+    args.trial_modes = parse_list(args.trial_mode)
+    for m in args.trial_modes:
+        if sluice_fabric.split_sched(m)[0] not in sluice_fabric.MODES:
+            ap.error(f"unknown NF wakeup mode {m!r} ({', '.join(sluice_fabric.MODES)})")
     if args.runs < 1 or args.duration <= 0 or args.warmup < 0 or args.trial_duration <= 0:
         ap.error("--runs must be >= 1, --duration and --trial-duration > 0, --warmup >= 0")
     if not 66 <= args.trial_size <= 1514:

@@ -47,7 +47,10 @@ SLUICED_LCORES = "0,1"  # main lcore 0, worker lcore 1
 GEN_QUOTA = 64
 WAKEUPS = ("poll", "adaptive", "block")
 PIPES_SUFFIX = "+pipes"  # a bench mode "poll+pipes": poll NFs, sluiced.pipes on
-MODES = WAKEUPS + tuple(w + PIPES_SUFFIX for w in WAKEUPS)
+GROUP_SUFFIX = "+group"  # "adaptive+pipes+group": the fwd NFs as members of one sluice-group (docs/groups.md)
+_BASE_MODES = WAKEUPS + tuple(w + PIPES_SUFFIX for w in WAKEUPS)
+MODES = _BASE_MODES + tuple(m + GROUP_SUFFIX for m in _BASE_MODES)
+GROUP_BIN = BUILD / "src" / "group" / "sluice-group"
 
 
 FIFO_SUFFIX = "+fifo"    # a trial mode "adaptive+pipes+fifo": also sluiced.nf_sched fifo
@@ -59,10 +62,17 @@ def split_sched(mode: str) -> tuple[str, bool]:
     return (mode[:-len(FIFO_SUFFIX)], True) if mode.endswith(FIFO_SUFFIX) else (mode, False)
 
 
+def split_group(mode: str) -> tuple[str, bool]:
+    """"MODE+group" -> (MODE, True): the chain's NFs run as members of one sluice-group process."""
+    return (mode[:-len(GROUP_SUFFIX)], True) if mode.endswith(GROUP_SUFFIX) else (mode, False)
+
+
 def parse_mode(mode: str) -> tuple[str, bool]:
-    """A bench mode (run.py --modes, results rows' `mode`) -> (NF wakeup mode, pipes on)."""
+    """A bench mode (run.py --modes, results rows' `mode`) -> (NF wakeup mode, pipes on); a +group
+    suffix is left to split_group."""
     if mode not in MODES:
         raise ValueError(f"bad Sluice mode {mode!r} (one of {', '.join(MODES)})")
+    mode = split_group(mode)[0]
     pipes = mode.endswith(PIPES_SUFFIX)
     return (mode[:-len(PIPES_SUFFIX)] if pipes else mode), pipes
 
@@ -100,11 +110,15 @@ class SluiceFabric:
     tester = False  # SluiceTrials: gen/sink around the fwd NFs
 
     def __init__(self, nfs: int = 1, size: int = 64, mode: str = "poll", logdir: Path | None = None,
-                 tag: str = "sluice", pipes: bool = False, guests: frozenset = frozenset(), fifo: bool = False):
-        check_binaries((NF_GEN, NF_SINK) if self.tester else ())
+                 tag: str = "sluice", pipes: bool = False, guests: frozenset = frozenset(), fifo: bool = False,
+                 group: bool = False):
+        check_binaries(((NF_GEN, NF_SINK) if self.tester else ()) + ((GROUP_BIN,) if group else ()))
         if mode not in WAKEUPS:
             raise ValueError(f"bad wakeup mode {mode!r}")
+        if group and guests:
+            raise ValueError("a group holds process NFs only, not guests")
         self.nfs, self.size, self.mode, self.pipes, self.fifo = nfs, size, mode, pipes, fifo
+        self.group = group  # the fwd NFs as members of one sluice-group process
         self.guests = frozenset(guests)  # NF numbers (1..nfs) that run in a guest (docs/guests.md)
         self.attach_s: dict = {}         # NF number -> seconds from QEMU's start to attached
         self.logdir, self.tag = logdir, tag
@@ -144,8 +158,14 @@ class SluiceFabric:
             [str(SLUICED), "--config", str(cfg), "--socket-dir", str(d)], "sluiced", logf=self._log("sluiced"))
         self.sluiced_out.wait_for(r"sluiced: ready", timeout=60)
         self.ctl = Ctl(d / "ctl.sock")
+        if self.group:  # one process, members in chain order, one thread turning them all
+            argv = ["taskset", "-c", NF_CORE, str(GROUP_BIN), "--name", "fwds", "--plugin-dir", str(BUILD / "nfs"),
+                    "--socket", str(d / "nf.sock"), "--wakeup", self.mode]
+            for k in range(1, self.nfs + 1):
+                argv += ["--", "fwd", "--name", f"fwd{k}.0", "--service", f"fwd{k}"]
+            self.nf_procs.append(spawn(argv, "sluice-group fwds", logf=self._log("group")))
         for k in range(1, self.nfs + 1):
-            if k in self.guests:
+            if k in self.guests or self.group:
                 continue
             argv = ["taskset", "-c", NF_CORE, str(NF_FWD), "--socket", str(d / "nf.sock"),
                     "--name", f"fwd{k}.0", "--service", f"fwd{k}", "--wakeup", self.mode]
@@ -248,8 +268,9 @@ class SluiceTrials(SluiceFabric):
 
     def __init__(self, nfs: int = 1, size: int = 66, mode: str = "poll", logdir: Path | None = None,
                  tag: str = "sluice-trials", tester_wakeup: str = "adaptive", pipes: bool = False,
-                 fifo: bool = False):
-        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes, fifo=fifo)
+                 fifo: bool = False, group: bool = False):
+        super().__init__(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes, fifo=fifo,
+                         group=group)
         self.tester_wakeup = tester_wakeup
         self.n_trials = 0
 
@@ -320,10 +341,12 @@ def summarize_stats(st: dict) -> dict:
 
 def run_sluice(nfs: int, size: int, mode: str, warmup: float, duration: float,
                logdir: Path | None = None, tag: str = "sluice", pipes: bool = False) -> tuple[float, dict]:
-    """One measurement. `mode` is an NF wakeup mode, or a bench mode MODE+pipes (same as pipes=True)."""
+    """One measurement. `mode` is an NF wakeup mode, or a bench mode MODE+pipes (same as pipes=True),
+    MODE[+pipes]+group (the NFs as one group)."""
+    group = split_group(mode)[1]
     mode, suffixed = parse_mode(mode)
     pipes = pipes or suffixed
-    with SluiceFabric(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes) as fab:
+    with SluiceFabric(nfs=nfs, size=size, mode=mode, logdir=logdir, tag=tag, pipes=pipes, group=group) as fab:
         mpps, foreign = measure_rate(fab.delivered, warmup, duration, fab.pids())
         fab.check_alive()
         st = fab.stats()
@@ -356,10 +379,11 @@ def main() -> int:
         a.logdir.mkdir(parents=True, exist_ok=True)
     if a.trials:
         mode, fifo = split_sched(a.mode)
+        group = split_group(mode)[1]
         wakeup, pipes = parse_mode(mode)
         try:
             with SluiceTrials(nfs=a.nfs, size=max(a.size, 66), mode=wakeup, logdir=a.logdir,
-                              pipes=pipes or a.pipes, fifo=fifo) as t:
+                              pipes=pipes or a.pipes, fifo=fifo, group=group) as t:
                 r = t.trial(a.rate, a.duration, a.warmup)
         except BenchError as e:
             print(f"error: {e}", file=sys.stderr)

@@ -15,7 +15,11 @@
 
 #include "group.h"
 
-#define YIELD_EVERY 64            /* empty rounds between two sched_yield() while polling */
+/* As sl_nf_run does (nf.c SL_YIELD_*): a spinning group hands the core over after every empty round,
+ * so processes sharing its core (a tester, NFs outside the group) run within microseconds, and
+ * after every few busy rounds, so a loaded group does not hold it for a whole time slice. */
+#define YIELD_BUSY 8              /* busy rounds between two sched_yield() */
+#define CHECK_EVERY 64            /* empty rounds between two looks at the clock */
 #define CHECK_NS 100000000ull     /* control sockets are looked at this often while polling */
 
 volatile sig_atomic_t group_stop;
@@ -73,7 +77,7 @@ int group_run(struct group *g, unsigned *who)
 		return SL_ERR_NOMEM;
 	}
 	uint64_t next_check = now_ns() + CHECK_NS, idle_since = 0;
-	uint32_t empty = 0;
+	uint32_t empty = 0, busy = 0;
 	int code = 0;
 	while (!group_stop && code == 0) {
 		uint64_t done = 0;
@@ -87,8 +91,12 @@ int group_run(struct group *g, unsigned *who)
 			}
 			done += (uint64_t)n;
 		}
-		if (code != 0 || done != 0) {
+		if (code != 0)
+			break;
+		if (done != 0) {
 			empty = 0;
+			if (++busy % YIELD_BUSY == 0 && g->wakeup != SL_WAKE_BLOCK)
+				sched_yield();
 			continue;
 		}
 		if (empty++ == 0)
@@ -99,8 +107,8 @@ int group_run(struct group *g, unsigned *who)
 			empty = 0;
 			continue;
 		}
-		if (empty % YIELD_EVERY == 0) {
-			sched_yield();
+		sched_yield();
+		if (empty % CHECK_EVERY == 0) {
 			uint64_t t = now_ns();
 			if (t >= next_check) {
 				next_check = t + CHECK_NS;
