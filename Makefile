@@ -18,7 +18,7 @@ ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.
             tests/integration/test_nf_failure.py tests/integration/test_attach_cycles.py \
             tests/integration/test_lifecycle.py \
             tests/integration/test_hostile_nf.py tests/integration/test_domains.py tests/integration/test_pipes.py \
-            tests/integration/test_stackd.py tests/integration/test_nf_sched.py \
+            tests/integration/test_stackd.py tests/integration/test_nf_sched.py tests/integration/test_group_host.py \
             tests/integration/test_sockets.py::test_sock_calls tests/integration/test_sockets.py::test_epoll_model
 
 # the data-path tests again with two workers: the NF library's own tests (what each NF does to a packet)

@@ -1,8 +1,9 @@
 """NF groups at the host level (docs/groups.md): sluice-group runs NFs as members of one process,
 each attached to sluiced as an NF of its own. Against a bare sluiced (the harness), no supervisor:
 
-- gen -> fwd -> sink with fwd and sink (or all three) as one group: every packet arrives, in order,
-  exactly once; each member is listed as an NF with the group's pid and exact rx/tx;
+- gen -> f1 -> f2 -> sink with the NFs after gen, all four, or gen+f1 and sink as two groups with a
+  process between them: every packet arrives, in order, exactly once; each member is listed as an NF
+  with its group's pid and exact rx/tx;
 - two members of one plugin keep their own state (their own counters);
 - SIGKILL of a group under traffic: sluiced reclaims every buffer its members held, a chain of
   process NFs beside it goes on untouched;
@@ -56,37 +57,52 @@ def sink_dump_ok(path, n):
     return s
 
 
-@pytest.mark.parametrize("layout", ["gen+group(fwd,sink)", "group(gen,fwd,sink)"])
+# Layouts of gen -> f1 -> f2 -> sink: which NFs run as members of which group (the rest as processes)
+LAYOUTS = {
+    "gen+group(f1,f2,sink)": [["f1", "f2", "sink"]],
+    "group(gen,f1,f2,sink)": [["gen", "f1", "f2", "sink"]],
+    "group(gen,f1)+f2+group(sink)": [["gen", "f1"], ["sink"]],  # mixed: group, process, group
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_members_are_nfs_and_lose_nothing(sluice, workdir, layout):  # noqa: F811
     need_group()
     gen_dump, sink_dump = workdir / "gen.json", workdir / "sink.json"
-    sluice.start(gen_chain_config([("gen", ["fwd"], "sink")]))
-    gen_args = ["--rate-pps", RATE, "--count", N, "--size", SIZE, "--dump", gen_dump]
-    members = [("fwd", "fwd", None, []), ("sink", "sink", None, ["--dump", sink_dump])]
-    if layout.startswith("gen+"):
-        sluice.start_nf("gen", "gen", wakeup="poll", extra=gen_args)
-        group = sluice.start_group("g", members, wakeup="block")
-    else:
-        group = sluice.start_group("g", [("gen", "gen", None, gen_args)] + members, wakeup="poll")
+    sluice.start(gen_chain_config([("gen", ["f1", "f2"], "sink")]))
+    spec = {"gen": ("gen", ["--rate-pps", RATE, "--count", N, "--size", SIZE, "--dump", gen_dump]),
+            "f1": ("fwd", []), "f2": ("fwd", []), "sink": ("sink", ["--dump", sink_dump])}
+    groups = LAYOUTS[layout]
+    grouped = {m for g in groups for m in g}
+    procs = {}
+    for name in ("sink", "f2", "f1", "gen"):  # the supply's chain is off until every NF is attached
+        if name not in grouped:
+            procs[name] = sluice.start_nf(spec[name][0], name, wakeup="block" if name != "gen" else "poll",
+                                          extra=spec[name][1])
+    for k, members in enumerate(groups):
+        wake = "poll" if "gen" in members else "block"  # gen always has work: it never sleeps
+        g = sluice.start_group(f"g{k}", [(spec[m][0], m, None, spec[m][1]) for m in members], wakeup=wake)
+        procs |= {m: g for m in members}
     sluice.ok("port_chain_set", port="src0", chain="c0")
     wait_sink(sluice, N)
     sluice.ok("port_chain_set", port="src0", chain=None)
 
     st = sluice.stats()
     nfs = {n["name"]: n for n in st["nfs"]}
-    in_group = ["fwd", "sink"] + (["gen"] if layout.startswith("group(gen") else [])
-    assert {nfs[m]["pid"] for m in in_group} == {group.pid}, {m: nfs[m]["pid"] for m in nfs}
-    assert nfs["fwd"]["rx_pkts"] == nfs["fwd"]["tx_pkts"] == N, nfs["fwd"]
-    assert nfs["sink"]["rx_pkts"] == N and nfs["fwd"]["drops"]["ring_full"] == 0, nfs["sink"]
+    assert {m: nfs[m]["pid"] for m in spec} == {m: procs[m].pid for m in spec}
+    for m in ("f1", "f2"):
+        assert nfs[m]["rx_pkts"] == nfs[m]["tx_pkts"] == N and nfs[m]["drops"]["ring_full"] == 0, nfs[m]
+    assert nfs["sink"]["rx_pkts"] == N, nfs["sink"]
     assert sluice.port("out0", st)["tx_pkts"] == 0
-    # SIGTERM to the group: every member detaches, writes its dump and prints its summary line
-    assert sluice.stop_nf("g") == 0, sluice.nf_log("g")
-    log = sluice.nf_log("g")
-    for m in in_group:
-        assert f"sluice-nf-{m}: name={m} " in log, log[-2000:]
+    # SIGTERM to each group: every member detaches, writes its dump and prints its summary line
+    for k, members in enumerate(groups):
+        assert sluice.stop_nf(f"g{k}") == 0, sluice.nf_log(f"g{k}")
+        log = sluice.nf_log(f"g{k}")
+        for m in members:
+            assert f"sluice-nf-{spec[m][0]}: name={m} " in log, log[-2000:]
+    for m in spec.keys() - grouped:
+        assert sluice.stop_nf(m) == 0, sluice.nf_log(m)
     wait_until(lambda: sluice.stats()["pool"]["lent"] == 0, 5, "no buffers lent")
-    if layout.startswith("gen+"):
-        assert sluice.stop_nf("gen") == 0
     assert json.loads(gen_dump.read_text())["generated"] == N
     sink_dump_ok(sink_dump, N)
     assert sluice.stop() == 0, sluice.log()
