@@ -374,6 +374,29 @@ def test_make_install_destdir(real_build, tmp_path):
                            env=dict(os.environ, LD_LIBRARY_PATH=str(libs["libsluice.so"].parent)))
         assert r.returncode == 0 and r.stdout.startswith("socket /run/sluice/nf.sock"), r.stdout + r.stderr
 
+        # every library NF's plugin form and the group host are installed; the host loads them
+        group = usr / "bin" / "sluice-group"
+        assert os.access(group, os.X_OK)
+        plugins = {p.name: p for p in usr.glob("lib/**/sluice/nfs/*.so")}
+        assert set(plugins) == {f"sluice-nf-{n}.so" for n in BUILTIN_NFS}, sorted(plugins)
+        plugin_dir = plugins["sluice-nf-fwd.so"].parent
+        r = subprocess.run([str(group), "--plugin-dir", str(plugin_dir), "--", "firewall", "--help"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0 and "--ct-max N" in r.stdout, r.stdout + r.stderr
+        # an out-of-tree NF in both forms from one file (examples/nf-plugin), against the installation
+        ex = tmp_path / "nf-plugin"
+        shutil.copytree(REPO / "examples" / "nf-plugin", ex)
+        menv = {k: v for k, v in env.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "DESTDIR")}
+        r = subprocess.run(["make", "-C", str(ex)], env=menv, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = subprocess.run([str(ex / "sluice-nf-ttl_guard"), "--help"], capture_output=True, text=True,
+                           env=dict(os.environ, LD_LIBRARY_PATH=str(libs["libsluice.so"].parent)))
+        assert r.returncode == 0 and r.stdout.startswith("usage: sluice-nf-ttl_guard") and "--min-ttl" in r.stdout, \
+            r.stdout + r.stderr
+        r = subprocess.run([str(group), "--plugin-dir", str(ex), "--", "ttl_guard", "--name", "a", "--min-ttl", "900"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "--min-ttl '900': expected 0..255" in r.stderr, r.stdout + r.stderr
+
         # the installed CLI, on its own: no PYTHONPATH, no build dir, PATH without the installation
         env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
         env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
