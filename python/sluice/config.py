@@ -21,7 +21,7 @@ from .errors import ConfigError
 
 __all__ = [
     "ConfigError", "load_file", "load_string", "validate", "normalize",
-    "to_sluiced_json", "instance_names", "default_sandbox", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR", "STACK_DEFAULTS",
+    "to_sluiced_json", "instance_names", "group_slots", "default_sandbox", "BUILTIN_NFS", "DEFAULT_SOCKET_DIR", "STACK_DEFAULTS",
 ]
 
 DEFAULT_SOCKET_DIR = "/run/sluice"
@@ -579,7 +579,7 @@ def _cpus(v, path):
 
 def _nf(v, path, base_dir, check_programs):
     _mapping(v, path, ["name", "program", "policy", "cpu_weight", "cpus", "sandbox", "quota", "may_send",
-                       "domain", "trusted", "access", "pool_mbufs", "vm"] + list(NF_DEFAULTS))
+                       "domain", "trusted", "access", "pool_mbufs", "vm", "group"] + list(NF_DEFAULTS))
     for req in ("name", "program"):
         if req not in v:
             raise ConfigError(f"{path}.{req}", "required")
@@ -647,6 +647,9 @@ def _nf(v, path, base_dir, check_programs):
             raise ConfigError(f"{path}.may_send", f"must be any or a list of service and port names (got {ms!r})")
         out["may_send"] = [_name(x, f"{path}.may_send[{i}]") for i, x in enumerate(_list(ms, f"{path}.may_send"))]
     out["vm"] = _vm(v.get("vm"), f"{path}.vm", out, base_dir, sandbox_given=v.get("sandbox") is not None)
+    # the group whose process runs it (docs/groups.md; checked with groups: in _groups); only when set
+    if v.get("group") is not None:
+        out["group"] = _name(v["group"], f"{path}.group")
     return out
 
 
@@ -772,7 +775,8 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     type is checked. check_devices: check that each pci: port's device is on this machine and
     usable by DPDK (sysfs: pci_device_problem); default: as check_programs (both are checks
     against this machine)."""
-    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests", "stack"])
+    _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests", "stack",
+                        "groups"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
     if "stack" in data:
         stack = _stack(data["stack"])
@@ -854,6 +858,8 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     if guests is not None:
         cfg["guests"] = _guests(_list(guests, "guests"), cfg, base_dir)
 
+    cfg["groups"] = _groups(data.get("groups"), cfg)
+
     if len(instance_names(cfg)) > cfg["sluiced"]["max_nfs"]:
         raise ConfigError("sluiced.max_nfs", f"{len(instance_names(cfg))} NF instances configured "
                                              f"but max_nfs is {cfg['sluiced']['max_nfs']}")
@@ -885,6 +891,184 @@ def _guests(v, cfg, base_dir):
                                               "(one guest per vhost-user port)")
         used[g["port"]] = i
     return out
+
+
+# ------------------------------------------------------------------- groups
+#
+# NF groups (docs/groups.md, issue 37): NFs that trust each other may share one process, sluice-group,
+# which runs them as members, each attached to sluiced as an NF of its own. Two forms, which may be mixed:
+#
+#   groups: [{name: edge, nfs: [fw, nat], cpus: "1", wakeup: block, restart: always}]
+#   nfs: [{name: fw, program: firewall, group: edge}, ...]      # sugar: the NFs naming it make the group
+#
+# Without a top-level `groups:` list, nfs[].group makes groups implicitly; with one, nfs[].group must name
+# one of its groups (and adds the NF to it: a groups[] entry may then leave out `nfs`). An NF is in at
+# most one group. Members run the plugin form of a built-in NF (sluice-nf-<program>.so), so a member
+# must be a built-in, trusted (not trusted: false), rw, not a guest, and without a sandbox (one process
+# has one sandbox, and sluice-group runs its members without one); all members are in one trust domain.
+#
+# Instances: every member has the same `instances` count N, and the group has N processes: group
+# instance k (process "<group>.<k>") hosts instance k of every member (<service>.<k>). A group's wakeup,
+# restart policy, cpus (and cpu_weight) are the group's own when set, else its members' common value
+# (an error when they differ). Normalized: cfg["groups"] = [{name, nfs, cpus, wakeup, restart,
+# instances}] (plus cpu_weight when the members set one), and each member's nfs[] entry gets "group".
+
+GROUP_KEYS = ("name", "nfs", "cpus", "wakeup", "restart")
+
+
+def _group_name_free(name, path, nf_idx, guest_names):
+    if name in nf_idx:
+        raise ConfigError(path, f"group name {name!r} is also an NF service name; give the group a name of its own")
+    if name in guest_names:
+        raise ConfigError(path, f"group name {name!r} is also a guest's name; give the group a name of its own")
+
+
+def _groups(v, cfg):
+    """groups: and nfs[].group -> the normalized group list (see above)."""
+    declared = v is not None
+    v = [] if v is None else _list(v, "groups")
+    nf_idx = {nf["name"]: i for i, nf in enumerate(cfg["nfs"])}
+    guest_names = {g["name"] for g in cfg.get("guests") or []}
+    groups, by_name = [], {}
+    member_of = {}  # service -> (group, where it joined)
+    for i, g in enumerate(v):
+        path = f"groups[{i}]"
+        _mapping(g, path, list(GROUP_KEYS))
+        if "name" not in g:
+            raise ConfigError(f"{path}.name", "required")
+        name = _name(g["name"], f"{path}.name")
+        if name in by_name:
+            raise ConfigError(f"{path}.name", f"duplicate group {name!r} (also {by_name[name]['path']})")
+        _group_name_free(name, f"{path}.name", nf_idx, guest_names)
+        ent = {"name": name, "path": path, "given": g, "members": []}
+        nfs = g.get("nfs")
+        if nfs is not None:
+            if isinstance(nfs, str):
+                raise ConfigError(f"{path}.nfs", f"must be a list of service names, e.g. [{nfs}] (got string)")
+            for j, svc in enumerate(_list(nfs, f"{path}.nfs")):
+                where = f"{path}.nfs[{j}]"
+                _name(svc, where)
+                if svc not in nf_idx:
+                    raise ConfigError(where, f"unknown service {svc!r}" + _known(nf_idx))
+                if svc in member_of:
+                    prev, pwhere = member_of[svc]
+                    raise ConfigError(where, f"service {svc!r} is already in group {prev!r} ({pwhere}); an NF "
+                                             "belongs to at most one group")
+                member_of[svc] = (name, where)
+                ent["members"].append(svc)
+        by_name[name] = ent
+        groups.append(ent)
+    for i, nf in enumerate(cfg["nfs"]):
+        gname = nf.get("group")
+        if gname is None:
+            continue
+        where = f"nfs[{i}].group"
+        if gname not in by_name:
+            if declared:
+                raise ConfigError(where, f"unknown group {gname!r}" + _known(by_name)
+                                  + " (with a groups: list, nfs[].group names one of its groups)")
+            _group_name_free(gname, where, nf_idx, guest_names)
+            by_name[gname] = {"name": gname, "path": None, "given": {}, "members": []}
+            groups.append(by_name[gname])
+        prev = member_of.get(nf["name"])
+        if prev is not None:
+            if prev[0] != gname:
+                raise ConfigError(where, f"service {nf['name']!r} is in group {prev[0]!r} ({prev[1]}) but names "
+                                         f"group {gname!r}; an NF belongs to at most one group")
+            continue  # listed in groups[].nfs and naming the same group: one membership
+        member_of[nf["name"]] = (gname, where)
+        by_name[gname]["members"].append(nf["name"])
+    return [_group(ent, cfg, nf_idx, member_of) for ent in groups]
+
+
+def _group(ent, cfg, nf_idx, member_of):
+    name, path, given = ent["name"], ent["path"], ent["given"]
+    if not ent["members"]:
+        raise ConfigError(f"{path}.nfs", f"group {name!r} has no members (list services in {path}.nfs, or name "
+                                         "the group in nfs[].group)")
+    members = [(nf_idx[svc], cfg["nfs"][nf_idx[svc]]) for svc in ent["members"]]
+
+    def note(nf):
+        return f"service {nf['name']!r} is in group {name!r} ({member_of[nf['name']][1]})"
+
+    for i, nf in members:
+        p = f"nfs[{i}]"
+        if not nf["trusted"]:
+            raise ConfigError(f"{p}.trusted", f"{note(nf)}, but trusted: false NFs run only as processes of their "
+                                              "own (a group's members share one address space): take it out of "
+                                              "the group")
+        if nf["access"] == "ro":
+            raise ConfigError(f"{p}.access", f"{note(nf)}, but access: ro maps the packet region read-only in the "
+                                             "NF's own process, and a group's process maps it once for every "
+                                             "member: take it out of the group or drop access: ro")
+        if nf.get("vm"):
+            raise ConfigError(f"{p}.vm", f"{note(nf)}, but a guest NF runs in a VM of its own, not in a group's "
+                                         "process: take it out of the group or drop vm")
+        if nf["program"] not in BUILTIN_NFS:
+            raise ConfigError(f"{p}.program", f"{note(nf)}, but program {nf['program']!r} is not a built-in NF: a "
+                                              "group runs its members' plugin form (sluice-nf-<name>.so), which "
+                                              f"the built-ins have ({', '.join(BUILTIN_NFS)})")
+        for j, a in enumerate(nf["args"]):
+            if a == "--":
+                raise ConfigError(f"{p}.args[{j}]", f"{note(nf)}: '--' separates the members on sluice-group's "
+                                                    "command line, so a member's args cannot contain it")
+    i0, first = members[0]
+    for i, nf in members[1:]:
+        p = f"nfs[{i}]"
+        if nf["domain"] != first["domain"]:
+            raise ConfigError(f"{p}.domain", f"{note(nf)}: its trust domain {nf['domain']!r} differs from "
+                                             f"{first['domain']!r} of nfs[{i0}] ({first['name']!r}); a group's "
+                                             "members share one process, so one trust domain")
+        if nf["sandbox"] != first["sandbox"]:
+            raise ConfigError(f"{p}.sandbox", f"{note(nf)}: sandbox {nf['sandbox']!r} differs from "
+                                              f"{first['sandbox']!r} of nfs[{i0}] ({first['name']!r}); one "
+                                              "process has one sandbox")
+    if first["sandbox"] == "strict":
+        raise ConfigError(f"nfs[{i0}].sandbox", f"{note(first)}, but sandbox: strict is per process and sluice-group "
+                                                "runs its members without one: set sandbox: none or take it out "
+                                                "of the group")
+    for i, nf in members[1:]:
+        if nf["instances"] != first["instances"]:
+            raise ConfigError(f"nfs[{i}].instances", f"{note(nf)}: instances {nf['instances']} differs from "
+                                                     f"{first['instances']} of nfs[{i0}] ({first['name']!r}); group "
+                                                     "instance k hosts instance k of every member, so members "
+                                                     "have one instance count")
+
+    def common(key, what):
+        """The members' common value of nfs[].key (None when unset everywhere); an error naming the
+        first member that differs."""
+        val = first.get(key)
+        for i, nf in members[1:]:
+            if nf.get(key) != val:
+                fix = f"set {path}.{key}" if path else f"declare the group under groups: with {key}"
+                raise ConfigError(f"nfs[{i}].{key}", f"{note(nf)}: {key} {nf.get(key)!r} differs from {val!r} of "
+                                                     f"nfs[{i0}] ({first['name']!r}) and the group sets none; "
+                                                     f"{what}: give its members one, or {fix}")
+        return val
+
+    one = "one thread runs every member"
+    out = {"name": name, "nfs": [nf["name"] for _, nf in members]}
+    out["cpus"] = _cpus(given["cpus"], f"{path}.cpus") if given.get("cpus") is not None \
+        else common("cpus", "the group is one process")
+    out["wakeup"] = _choice(given["wakeup"], f"{path}.wakeup", WAKEUP_MODES) if given.get("wakeup") is not None \
+        else common("wakeup", one)
+    out["restart"] = _choice(given["restart"], f"{path}.restart", RESTART_POLICIES) \
+        if given.get("restart") is not None else common("restart", "the group restarts as one process")
+    out["instances"] = first["instances"]
+    weight = common("cpu_weight", "the group is one process")
+    if weight is not None:
+        out["cpu_weight"] = weight
+    for _, nf in members:
+        nf["group"] = name
+    return out
+
+
+def group_slots(cfg):
+    """[(process name, group entry, k, [(instance name, nf entry)])] of a normalized config: group
+    instance k, process "<group>.<k>", hosts instance k of every member."""
+    nfs = {nf["name"]: nf for nf in cfg["nfs"]}
+    return [(f"{g['name']}.{k}", g, k, [(f"{svc}.{k}", nfs[svc]) for svc in g["nfs"]])
+            for g in cfg.get("groups") or [] for k in range(g["instances"])]
 
 
 def _domains(v, cfg):
@@ -964,6 +1148,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     out = copy.deepcopy(cfg)
     out.pop("guests", None)  # the supervisor's business: sluiced sees only their net_vhost ports
     out.pop("stack", None)   # the supervisor's business too: it runs sluice-stackd beside sluiced
+    out.pop("groups", None)  # so are groups (sluiced refuses the key): each member attaches as an NF
     if socket_dir is not None:
         out["sluiced"]["socket_dir"] = socket_dir
     ports = {p["name"] for p in cfg["ports"]}
@@ -973,6 +1158,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     for nf in out["nfs"]:
         nf.pop("program_path", None)
         nf.pop("vm", None)  # the supervisor's business: sluiced sees the guest's NF like any other
+        nf.pop("group", None)  # ... and a group's member like any other NF
         ms = nf.get("may_send", [])
         if ms != "any":
             nf["may_send"] = {"services": [x for x in ms if x in services],

@@ -8,9 +8,11 @@ the order they must run, or the reasons it cannot be done live. Nothing here cha
 supervisor applies a plan (Supervisor.reload). docs/architecture.md "Reload".
 
 What cannot change live is refused before anything is applied: the `sluiced:` settings, trust
-domains, `steering:`, `stack:`, `guests:`, a port's device, a removed chain (sluiced has no chain
-delete), a new service (sluiced learns services, their attach tokens and trust domains at start)
-and a service's attach-side settings (domain, trusted, access, sandbox, quota, may_send, vm).
+domains, `steering:`, `stack:`, `guests:`, `groups:` (members, their instances, the groups' settings),
+a port's device, a removed chain (sluiced has no chain delete), a new service (sluiced learns
+services, their attach tokens and trust domains at start) and a service's attach-side settings
+(domain, trusted, access, sandbox, quota, may_send, vm). A group member whose process settings
+changed restarts its group's processes.
 """
 
 import copy
@@ -21,7 +23,8 @@ NF_FIXED = ("domain", "trusted", "access", "sandbox", "quota", "may_send", "vm",
 NF_PROCESS = ("program", "program_path", "args", "wakeup", "batch", "timeout_us", "spin_us", "restart",
               "cpu_weight", "cpus")
 # top-level sections compared whole
-WHOLE = ("sluiced", "domains", "steering", "stack", "guests", "malformed")
+# (groups: which NFs share a process, and how many processes: docs/groups.md)
+WHOLE = ("sluiced", "domains", "steering", "stack", "guests", "groups", "malformed")
 
 
 class Plan:

@@ -7,6 +7,12 @@ down` calls stop_running(). State for `down` lives in <socket_dir>/state.json:
      "socket_dir", "config", "started_at", "updated_at",
      "nfs": [{"name", "service", "sandbox", "uid", "pid", "starttime", "state", "restarts", "log"}]}
 
+NF groups (docs/groups.md; the config's `groups:` / `nfs[].group`): group instance k is one sluice-group
+process, slot "<group>.<k>", hosting instance k of every member (each attaches to sluiced as an NF of its
+own); its entry in "nfs" has "kind": "group", "group", "members" (instance names) and "services", and
+the members have no entry of their own. Restarts, backoff and cpus are per process: a death restarts
+the whole group. logs/<member>.log links to the group's log; a member cannot be scaled or removed alone.
+
 With a `stack:` section in the config, "nfs" also holds the socket service sluice-stackd (docs/sockets.md,
 "kind": "stack"): started once the NFs are attached, in the same socket dir, restarted like an NF
 (restart: always) and stopped with them.
@@ -231,6 +237,63 @@ def find_binaries(cfg, build_dir=None):
     return sluiced, builtins
 
 
+# NF groups (docs/groups.md): sluice-group and the plugin form of the built-ins, relative to a meson build
+# directory; installed, sluice-group is beside sluice-nf-* and the plugins in <prefix>/<libdir>/sluice/nfs
+GROUP_BIN = os.path.join("src", "group", "sluice-group")
+
+
+def _plugin_dirs_near(group_bin):
+    """Where the plugins of the sluice-group at group_bin are: the build tree's nfs/ (it is
+    <build>/src/group/sluice-group), or an installation's <prefix>/lib*/[<multiarch>/]sluice/nfs."""
+    d = os.path.dirname(os.path.realpath(group_bin))
+    cands = [os.path.join(d, "..", "..", "nfs")]
+    prefix = os.path.dirname(d)
+    cands += sorted(glob.glob(os.path.join(prefix, "lib*", "sluice", "nfs")))
+    cands += sorted(glob.glob(os.path.join(prefix, "lib*", "*", "sluice", "nfs")))
+    return [os.path.normpath(c) for c in cands]
+
+
+def find_group_files(cfg, build_dir=None, sluiced=None, builtins=None):
+    """(sluice-group path, plugin directory) for a normalized config with groups, (None, None) without.
+
+    sluice-group: build_dir (--build-dir) or $SLUICE_BUILD_DIR, else the build tree sluiced came from,
+    else beside the built-in NFs found (an installation's bin/), PATH, the repo's own build/. Plugins:
+    $SLUICE_PLUGIN_DIR, else the build tree's nfs/, else the installation's lib*/.../sluice/nfs; each
+    member's sluice-nf-<program>.so must be there. Raises SupervisorError."""
+    if not cfg.get("groups"):
+        return None, None
+    explicit = build_dir or os.environ.get("SLUICE_BUILD_DIR")
+    cands = []
+    if explicit:
+        cands.append(os.path.join(os.path.abspath(explicit), GROUP_BIN))
+    else:
+        if sluiced and os.path.dirname(sluiced).endswith(os.path.join("src", "manager")):
+            cands.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(sluiced))), GROUP_BIN))
+        cands += [os.path.join(os.path.dirname(p), "sluice-group") for p in (builtins or {}).values()]
+        which = shutil.which("sluice-group")
+        if which:
+            cands.append(which)
+        here = os.path.dirname(os.path.abspath(__file__))
+        cands.append(os.path.join(here, "..", "..", "build", GROUP_BIN))
+    group_bin = next((os.path.normpath(os.path.abspath(c)) for c in cands if os.access(c, os.X_OK)), None)
+    if group_bin is None:
+        where = cands[0] if explicit else "the build tree, beside the NFs, or on PATH"
+        raise SupervisorError(f"cannot find sluice-group for the groups (looked in {where}); run `make build`")
+    progs = sorted({nf["program"] for g in cfg["groups"] for nf in cfg["nfs"] if nf["name"] in g["nfs"]})
+    env_dir = os.environ.get("SLUICE_PLUGIN_DIR")
+    dirs = [env_dir] if env_dir else []
+    if explicit:
+        dirs.append(os.path.join(os.path.abspath(explicit), "nfs"))
+    dirs += _plugin_dirs_near(group_bin)
+    for d in dirs:
+        if all(os.path.isfile(os.path.join(d, f"sluice-nf-{p}.so")) for p in progs):
+            return group_bin, os.path.normpath(os.path.abspath(d))
+    have = next((d for d in dirs if os.path.isdir(d)), dirs[0] if dirs else "?")
+    missing = [f"sluice-nf-{p}.so" for p in progs if not os.path.isfile(os.path.join(have, f"sluice-nf-{p}.so"))]
+    raise SupervisorError(f"cannot find the plugin form of {', '.join(missing)} for the groups (looked in "
+                          f"{', '.join(dirs)}); run `make build`")
+
+
 # the socket service's files (docs/sockets.md), relative to a meson build directory
 STACK_FILES = {"sluice-stackd": os.path.join("src", "stack", "sluice-stackd"),
                "libsluice-sock.so": os.path.join("src", "sock", "libsluice-sock.so")}
@@ -313,6 +376,11 @@ class NfSlot:
         self.state = "new"   # new | running | backoff | exited | stopped | draining
         self.drain_deadline = None
         self.held = None     # last (queued, lent) seen while draining
+        self.label = f"NF {name}"  # how logs and errors name it
+
+    def nf_names(self):
+        """The NF instances this process attaches to sluiced (a group's: every member)."""
+        return [self.name]
 
     def _pinned(self, setup):
         """setup, then the NF's CPUs (before exec, so sluiced sees them when it attaches:
@@ -434,6 +502,9 @@ class VmGuestSlot(GuestSlot):
         self.guest = guest
         self.socket_path = socket_path
 
+    def nf_names(self):
+        return []
+
     def start(self):
         self.spawn_qemu(f"starting guest {self.name} on port {self.guest['port']} ({self.socket_path}): "
                         f"{' '.join(self.argv)}")
@@ -467,9 +538,43 @@ class StackSlot(NfSlot):
             return f"could not be started ({self.start_error})"
         return "(the socket service) " + describe_status(rc)
 
+    def nf_names(self):
+        return []
+
     def to_state(self):
         st = NfSlot.to_state(self)
         st["kind"] = "stack"
+        return st
+
+
+class GroupSlot(NfSlot):
+    """One process of an NF group (docs/groups.md; the config's groups: / nfs[].group): sluice-group
+    hosting instance k of every member, each attached to sluiced as an NF of its own. Supervised like an
+    NF process (log, the group's restart policy and backoff, cpus, cpu_weight); its death -- a crash of
+    any member ends the process -- restarts the whole group. The members have no slot of their own:
+    whatever names one of them (status, logs/<member>.log, scale, reload) finds this slot."""
+
+    def __init__(self, name, group, k, members, argv, env, log_path):
+        nf = {"name": None, "restart": group["restart"], "cpus": group.get("cpus"),
+              "cpu_weight": group.get("cpu_weight"), "sandbox": "none"}
+        super().__init__(name, nf, argv, env, log_path)
+        self.group = group["name"]
+        self.index = k
+        self.members = [inst for inst, _ in members]          # ["fw.0", "nat.0"]
+        self.member_services = [nf["name"] for _, nf in members]
+        self.label = f"group {name} ({', '.join(self.members)})"
+
+    def nf_names(self):
+        return list(self.members)
+
+    def describe(self, rc):
+        if rc is None and self.start_error:
+            return f"could not be started ({self.start_error})"
+        return "(the group's process) " + describe_status(rc)
+
+    def to_state(self):
+        st = NfSlot.to_state(self)
+        st.update(kind="group", group=self.group, members=list(self.members), services=list(self.member_services))
         return st
 
 
@@ -490,6 +595,8 @@ class Supervisor:
         self.attach_timeout = attach_timeout
         self.build_dir_arg = os.path.abspath(build_dir) if build_dir else None  # -d chdirs to /
         self.sluiced_bin, self.builtins = find_binaries(cfg, build_dir)
+        # NF groups (docs/groups.md): sluice-group and the members' plugins; (None, None) without groups
+        self.group_bin, self.plugin_dir = find_group_files(cfg, build_dir, self.sluiced_bin, self.builtins)
         # the build tree sluiced came from: guest NFs boot its guest/ image (docs/guests.md)
         self.build_dir = os.path.dirname(os.path.dirname(os.path.dirname(self.sluiced_bin)))
         self.sluiced = None
@@ -658,18 +765,70 @@ class Supervisor:
             return GuestSlot(name, nf, [f"{guests.GUEST_BIN}/sluice-nf-{nf['program']}"] + list(nf["args"]), genv,
                              os.path.join(self.log_dir, f"{name}.log"), self.ctl, kernel, initrd)
         argv = [nf_program(nf, self.builtins)] + list(nf["args"])
+        log_path = os.path.join(self.log_dir, f"{name}.log")
+        if os.path.islink(log_path):  # it was a group member's (a link to its group's log): its own from now on
+            os.unlink(log_path)
         uid = None
         if nf.get("sandbox", sconfig.default_sandbox(nf)) == "strict":
             try:
                 uid = self.uids.take(name)
             except OSError as e:
                 raise SupervisorError(f"NF {name}: sandbox: {e}") from None
-        return NfSlot(name, nf, argv, env, os.path.join(self.log_dir, f"{name}.log"),
-                      uid=uid, nf_sock=self.nf_sock if uid is not None else None)
+        return NfSlot(name, nf, argv, env, log_path, uid=uid, nf_sock=self.nf_sock if uid is not None else None)
+
+    def make_group_slot(self, name, group, k, members):
+        """Group instance k (docs/groups.md): one sluice-group process hosting instance k of every member,
+        `sluice-group --name G.k --plugin-dir DIR --wakeup W --spin-us N -- PROG --name SVC.k --service SVC
+        --batch .. --timeout-us .. --spin-us .. ARGS -- ...`; member i's attach token in SLUICE_NF_TOKEN_<i>."""
+        env = dict(os.environ)
+        # per member on the command line, or refused by sluice-group (FD, SANDBOX)
+        for var in ("SLUICE_NF_NAME", "SLUICE_NF_SERVICE", "SLUICE_NF_TOKEN", "SLUICE_NF_BATCH", "SLUICE_NF_TIMEOUT_US",
+                    "SLUICE_NF_SPIN_US", "SLUICE_NF_FD", "SLUICE_NF_SANDBOX"):
+            env.pop(var, None)
+        for var in [v for v in env if v.startswith("SLUICE_NF_TOKEN_")]:
+            env.pop(var)
+        env.update({
+            "SLUICE_NF_SOCKET": self.nf_sock,
+            "SLUICE_NF_WAKEUP": group["wakeup"],
+            "SLUICE_NF_REATTACH_MS": str(REATTACH_MS),  # the members survive a sluiced restart as processes do
+        })
+        argv = [self.group_bin, "--name", name, "--plugin-dir", self.plugin_dir, "--wakeup", group["wakeup"],
+                "--spin-us", str(max(nf["spin_us"] for _, nf in members))]
+        for i, (inst, nf) in enumerate(members):
+            env[f"SLUICE_NF_TOKEN_{i}"] = self.tokens[nf["name"]]
+            argv += ["--", nf["program"], "--name", inst, "--service", nf["name"], "--batch", str(nf["batch"]),
+                     "--timeout-us", str(nf["timeout_us"]), "--spin-us", str(nf["spin_us"]), *nf["args"]]
+        slot = GroupSlot(name, group, k, members, argv, env, os.path.join(self.log_dir, f"{name}.log"))
+        self._link_member_logs(slot)
+        return slot
+
+    def _link_member_logs(self, slot):
+        """logs/<member>.log -> <group>.<k>.log: a member's output is in its group's log."""
+        target = os.path.basename(slot.log_path)
+        for m in slot.members:
+            link = os.path.join(self.log_dir, f"{m}.log")
+            try:
+                if os.path.islink(link):
+                    if os.readlink(link) == target:
+                        continue
+                    os.unlink(link)
+                elif os.path.exists(link):
+                    os.replace(link, link + ".prev")  # its own log of an earlier deployment as a process
+                os.symlink(target, link)
+            except OSError as e:
+                log(f"warning: cannot link {link} to {target}: {e.strerror}")
 
     def make_slots(self):
         for name, nf in sconfig.instance_names(self.cfg):
-            self.slots.append(self.make_slot(name, nf))
+            if not nf.get("group"):  # a group's members run in its processes (below)
+                self.slots.append(self.make_slot(name, nf))
+        for name, group, k, members in sconfig.group_slots(self.cfg):
+            self.slots.append(self.make_group_slot(name, group, k, members))
+
+    def slot_of(self, name):
+        """The slot running NF instance (or process) `name`: a group member's is its group's. None if none."""
+        return next((s for s in self.slots if s.name == name), None) or \
+            next((s for s in self.slots if name in s.nf_names()), None)
 
     def start_stack(self):
         """sluice-stackd (`stack:`) in our socket dir; returns once stack-ctl.sock answers."""
@@ -728,11 +887,11 @@ class Supervisor:
             if slot.sandbox == "strict" and isinstance(e, PermissionError):
                 slot.start_error += (f"; under sandbox: strict uid {slot.uid} must be able to execute it "
                                      "(and search every directory above it)")
-            log(f"cannot start NF {slot.name}: {slot.start_error}")
+            log(f"cannot start {slot.label}: {slot.start_error}")
             self._schedule_restart(slot, failed=True, uptime=0.0)
             return
         slot.start_error = None
-        log(f"started NF {slot.name} (pid {slot.proc.pid}"
+        log(f"started {slot.label} (pid {slot.proc.pid}"
             + (f", sandbox strict, uid {slot.uid}" if slot.sandbox == "strict" else "")
             + f"), log {slot.log_path}")
         if slot.cpu_weight is not None and self.cpu_weights is not None:
@@ -745,7 +904,7 @@ class Supervisor:
         policy = slot.policy
         if policy == "never" or (policy == "on-failure" and not failed):
             slot.state = "exited"
-            log(f"NF {slot.name} will not be restarted (restart: {policy})")
+            log(f"{slot.label} will not be restarted (restart: {policy})")
             return False
         if uptime >= BACKOFF_RESET:
             slot.backoff = BACKOFF_MIN
@@ -753,7 +912,7 @@ class Supervisor:
         slot.backoff = min(slot.backoff * 2, BACKOFF_MAX)
         slot.next_start = time.monotonic() + delay
         slot.state = "backoff"
-        log(f"restarting NF {slot.name} in {delay:.1f}s (restart #{slot.restarts + 1}, restart: {policy})")
+        log(f"restarting {slot.label} in {delay:.1f}s (restart #{slot.restarts + 1}, restart: {policy})")
         return True
 
     def supervise_nfs(self):
@@ -768,17 +927,17 @@ class Supervisor:
                     continue
                 uptime = now - slot.started_at
                 slot.last_rc = rc
-                log(f"NF {slot.name} (pid {slot.proc.pid}) {slot.describe(rc)} after {uptime:.1f}s; "
+                log(f"{slot.label} (pid {slot.proc.pid}) {slot.describe(rc)} after {uptime:.1f}s; "
                     f"last output:\n" + _indent(tail(slot.log_path, 5) or "(nothing)"))
                 slot.proc = None
                 slot.starttime = None
                 again = self._schedule_restart(slot, failed=(rc != 0), uptime=uptime)
-                self.notify_status(f"NF {slot.name} {slot.describe(rc)}" + ("; restarting" if again else ""))
+                self.notify_status(f"{slot.label} {slot.describe(rc)}" + ("; restarting" if again else ""))
                 changed = True
             elif slot.state == "backoff" and slot.next_start is not None and now >= slot.next_start:
                 slot.restarts += 1
                 self.start_slot(slot)
-                self.notify_status(f"NF {slot.name} restarted (#{slot.restarts})")
+                self.notify_status(f"{slot.label} restarted (#{slot.restarts})")
                 changed = True
         if changed:
             self.write_state()
@@ -794,7 +953,7 @@ class Supervisor:
 
     def wait_nfs_attached(self):
         deadline = time.monotonic() + self.attach_timeout
-        want = {s.name for s in self.slots}
+        want = {n for s in self.slots for n in s.nf_names()}
         while want:
             if self.stopping:
                 raise SupervisorError("interrupted while waiting for NFs to attach")
@@ -806,14 +965,14 @@ class Supervisor:
             dead = [s for s in self.slots if s.state == "exited"]
             if dead:
                 s = dead[0]
-                raise SupervisorError(f"NF {s.name} {s.describe(s.last_rc)} during startup "
+                raise SupervisorError(f"{s.label} {s.describe(s.last_rc)} during startup "
                                       f"(restart: {s.policy}); last lines of {s.log_path}:\n"
                                       + _indent(tail(s.log_path, 15) or "(nothing)"))
             missing = want - self.attached_names()
             if not missing:
                 return
             if time.monotonic() > deadline:
-                s = next(x for x in self.slots if x.name in sorted(missing))
+                s = self.slot_of(sorted(missing)[0])
                 raise SupervisorError(
                     f"NF(s) {', '.join(sorted(missing))} did not attach within {self.attach_timeout:g}s "
                     f"({s.name}: {s.state}, {s.restarts} restarts); last lines of {s.log_path}:\n"
@@ -909,6 +1068,15 @@ class Supervisor:
         """Start or drain replicas so `service` has `instances` of them. Returns what it started and
         what it began to drain; draining finishes in the loop (supervise_drains)."""
         nf = next((n for n in self.cfg["nfs"] if n["name"] == service), None)
+        if nf is None and any(g["name"] == service for g in self.cfg.get("groups") or []):
+            raise SupervisorError(f"scale: {service!r} is a group; scaling a group is not supported yet (change "
+                                  "its members' instances in the config, then `sluice down` and `up`)")
+        if nf is not None and nf.get("group"):
+            procs = [s.name for s in self.slots if isinstance(s, GroupSlot) and s.group == nf["group"]]
+            raise SupervisorError(f"scale: service {service!r} is in group {nf['group']!r} (its instances run in the "
+                                  f"group's process(es) {', '.join(procs) or '-'}): a group member cannot be "
+                                  "scaled or stopped alone, and scaling groups is not supported yet (change every "
+                                  "member's instances in the config, then `sluice down` and `up`)")
         if nf is None:
             known = ", ".join(n["name"] for n in self.cfg["nfs"]) or "none"
             raise SupervisorError(f"scale: field 'service': unknown service {service!r} (known: {known})")
@@ -923,7 +1091,7 @@ class Supervisor:
         started, draining, since = [], [], self.removal_seq
         if instances > len(mine):
             max_nfs = self.cfg["sluiced"]["max_nfs"]
-            total = len([s for s in self.slots if not isinstance(s, StackSlot)]) + instances - len(mine)
+            total = sum(len(s.nf_names()) for s in self.slots) + instances - len(mine)
             if total > max_nfs:
                 raise SupervisorError(f"scale: {total} NF instances would exceed sluiced.max_nfs ({max_nfs})")
             used = {s.name for s in self.slots}
@@ -1044,13 +1212,16 @@ class Supervisor:
                 c.call(req.pop("cmd"), **req)
         elif kind == "nf_replace":
             nf = self._cfg_nf(step["nf"])
+            if nf.get("group"):  # it runs in its group's processes: restart those, with the new definition
+                self._wait_attached(self._restart_group(nf["group"]))
+                return
             names = set()
             for i, slot in enumerate(list(self.slots)):
                 if slot.service != nf["name"] or slot.state == "draining":
                     continue
                 if slot.proc is not None and slot.proc.poll() is None:
                     slot.proc.send_signal(signal.SIGTERM)
-                    _wait_or_kill(slot.proc, NF_STOP_GRACE, f"NF {slot.name}")
+                    _wait_or_kill(slot.proc, NF_STOP_GRACE, slot.label)
                 self.uids.release(slot.name)
                 fresh = self.make_slot(slot.name, nf)
                 fresh.restarts = slot.restarts
@@ -1063,10 +1234,31 @@ class Supervisor:
             r = self.scale(step["service"], step["instances"], DRAIN_TIMEOUT)
             self._wait_attached(set(r["start"]))
         elif kind == "nf_remove":
+            g = next((s.group for s in self.slots if isinstance(s, GroupSlot) and step["service"] in s.member_services),
+                     None)
+            if g is not None:
+                raise SupervisorError(f"service {step['service']!r} is in group {g!r}: a group member cannot be "
+                                      "removed alone (`sluice down` and `up` again)")
             for slot in [s for s in self.slots if s.service == step["service"]]:
                 self.begin_drain(slot, DRAIN_TIMEOUT)
         else:
             raise SupervisorError(f"unknown step kind {kind!r}")
+
+    def _restart_group(self, group):
+        """Stop and start again every process of `group` with the running config's definitions. Returns the
+        member instances to wait for."""
+        fresh = {name: (g, k, members) for name, g, k, members in sconfig.group_slots(self.cfg)}
+        names = set()
+        for slot in [s for s in self.slots if isinstance(s, GroupSlot) and s.group == group]:
+            if slot.proc is not None and slot.proc.poll() is None:
+                slot.proc.send_signal(signal.SIGTERM)
+                _wait_or_kill(slot.proc, NF_STOP_GRACE, slot.label)
+            new = self.make_group_slot(slot.name, *fresh[slot.name])
+            new.restarts = slot.restarts
+            self.slots[self.slots.index(slot)] = new
+            self.start_slot(new)
+            names.update(new.nf_names())
+        return names
 
     def begin_drain(self, slot, timeout):
         if slot.state != "running" or slot.proc is None:
@@ -1169,10 +1361,12 @@ class Supervisor:
         self.write_state()
 
     def summary(self):
-        nfs = [s for s in self.slots if not isinstance(s, (VmGuestSlot, StackSlot))]
+        nfs = [n for s in self.slots for n in s.nf_names()]
         vms = [s.name for s in self.slots if isinstance(s, VmGuestSlot)]
-        names = " ".join(s.name for s in nfs) or "none"
+        groups = [s.name for s in self.slots if isinstance(s, GroupSlot)]
+        names = " ".join(nfs) or "none"
         return (f"sluice up: sluiced pid {self.sluiced.pid}, {len(nfs)} NF(s) attached ({names}); "
+                + (f"{len(groups)} group process(es) ({' '.join(groups)}); " if groups else "")
                 + (f"{len(vms)} guest(s) started ({' '.join(vms)}); " if vms else "")
                 + (f"socket service on {self.stack_sock}; " if self.stackd_bin else "")
                 + f"control {self.ctl}; logs in {self.log_dir}")
@@ -1237,11 +1431,11 @@ class Supervisor:
         the running NFs, and `event` first when given."""
         if not notify.enabled():
             return
-        nfs = [s for s in self.slots if not isinstance(s, (VmGuestSlot, StackSlot))]
-        running = sum(1 for s in nfs if s.state == "running")
+        running = sum(len(s.nf_names()) for s in self.slots if s.state == "running")
+        total = sum(len(s.nf_names()) for s in self.slots)
         pid = self.sluiced.pid if self.sluiced else "-"
         notify.notify(STATUS=(f"{event}; " if event else "")
-                      + f"sluiced pid {pid}, {running}/{len(nfs)} NF(s) running")
+                      + f"sluiced pid {pid}, {running}/{total} NF(s) running")
 
     def loop(self):
         """Supervise until a stop signal, or until sluiced cannot be restarted. Returns an exit code."""
@@ -1275,7 +1469,7 @@ class Supervisor:
             time.sleep(0.05)
         for s in running:
             if s.proc.poll() is None:
-                log(f"NF {s.name} (pid {s.proc.pid}) ignored SIGTERM for {NF_STOP_GRACE:g}s; killing it")
+                log(f"{s.label} (pid {s.proc.pid}) ignored SIGTERM for {NF_STOP_GRACE:g}s; killing it")
                 s.proc.kill()
                 s.proc.wait()
             s.last_rc = s.proc.returncode

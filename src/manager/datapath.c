@@ -1296,8 +1296,12 @@ static void service_remove_instance(struct service *s, uint16_t id)
 			s->inst[i] = s->inst[s->ninst - 1];
 			__atomic_store_n(&s->ninst, (uint16_t)(s->ninst - 1), __ATOMIC_RELEASE);
 			s->nlocal[M.nfs[id].worker]--; /* run by its worker (command or fault): its own slot */
-			if (M.nfs[id].overloaded)
+			/* out of the service, out of its count: nf_load_check must not count it down again
+			 * (a second decrement wrapped noverloaded and left the service saturated for good) */
+			if (M.nfs[id].overloaded) {
 				shared_add32(&s->noverloaded, (uint32_t)-1);
+				M.nfs[id].overloaded = false;
+			}
 			svc_saturation(s);
 			break;
 		}
@@ -1607,7 +1611,10 @@ static void exec_cmd(struct wcmd *c)
 			c->result = 0;
 			break;
 		}
-		service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
+		if (!nf->draining) {
+			service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
+			nf->draining = true; /* out of its service: its load no longer counts (nf_load_check) */
+		}
 		/* Its pipes end first: its reader stops reading its pipe ring (which the worker then drains
 		 * with the rest), or what it took from its input is accounted as its own. */
 		if (nf->pipe_from >= 0)

@@ -30,8 +30,11 @@ def cmd_config_check(args):
         print(f"config error: {err}", file=sys.stderr)
         return EXIT_USAGE
     n_inst = len(sconfig.instance_names(cfg))
+    groups = cfg.get("groups") or []
+    procs = len(sconfig.group_slots(cfg))
     print(f"{args.config}: ok ({len(cfg['ports'])} port(s), {len(cfg['chains'])} chain(s), "
-          f"{len(cfg['nfs'])} service(s), {n_inst} NF instance(s))")
+          f"{len(cfg['nfs'])} service(s), {n_inst} NF instance(s)"
+          + (f", {len(groups)} group(s) in {procs} process(es)" if groups else "") + ")")
     return EXIT_OK
 
 

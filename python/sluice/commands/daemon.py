@@ -7,7 +7,7 @@ import sys
 from .. import config as sconfig
 from ..client import socket_dir_default
 from ..fmt import drops_str, duration, human_bytes, human_count, link_str, table
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, add_common, client_for, die, load_config_or_exit, print_json_raw, sub
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, add_common, client_for, die, load_config_or_exit, sub
 
 
 def cmd_up(args):
@@ -49,8 +49,9 @@ def cmd_restart(args):
         return EXIT_OK
     # the NFs re-attach by themselves: wait until sluiced lists every NF the supervisor runs
     from ..supervisor import read_state
-    want = {n["name"] for n in (read_state(sd) or {}).get("nfs", [])
-            if n.get("state") == "running" and n.get("kind") not in ("guest", "stack")}
+    want = {m for n in (read_state(sd) or {}).get("nfs", [])
+            if n.get("state") == "running" and n.get("kind") not in ("guest", "stack")
+            for m in (n.get("members") if n.get("kind") == "group" else [n["name"]])}  # a group: its members
     missing = want
     while time.monotonic() - t0 < args.wait:
         try:
@@ -105,17 +106,50 @@ def cmd_reload(args):
     return EXIT_OK
 
 
+def _group_view(state):
+    """NF groups (docs/groups.md) from the supervisor's state: ({member instance: its group process's state
+    entry}, [group process entries]) -- both empty without groups."""
+    groups = [n for n in (state or {}).get("nfs", []) if n.get("kind") == "group"]
+    return {m: g for g in groups for m in g.get("members") or []}, groups
+
+
+def _status_json_groups(state, nfs):
+    """What `status --json` adds with groups: every NF instance with its group (null: a process of its own),
+    and the groups' processes."""
+    member_of, groups = _group_view(state)
+    attached = {n.get("name"): n for n in nfs}
+    names = list(attached) + [n["name"] for n in (state or {}).get("nfs", [])
+                              if n.get("kind") not in ("guest", "stack", "group") and n["name"] not in attached]
+    names += [m for m in member_of if m not in names]
+    out_nfs = []
+    for name in names:
+        n, g = attached.get(name), member_of.get(name)
+        out_nfs.append({"name": name, "service": n.get("service") if n else name.rpartition(".")[0],
+                        "pid": n.get("pid") if n else None, "attached": n is not None,
+                        "group": g.get("group") if g else None, "group_process": g.get("name") if g else None})
+    out_groups = [{"name": g.get("name"), "group": g.get("group"), "members": g.get("members"), "pid": g.get("pid"),
+                   "state": g.get("state"), "restarts": g.get("restarts"), "log": g.get("log")} for g in groups]
+    return out_nfs, out_groups
+
+
 def cmd_status(args):
     from ..supervisor import pid_alive, read_state
     state = read_state(args.socket_dir or socket_dir_default())
     vms = [n for n in (state or {}).get("nfs", []) if n.get("kind") == "guest"]  # `guests:` (docs/guests.md)
+    has_groups = any(n.get("kind") == "group" for n in (state or {}).get("nfs", []))
     with client_for(args) as c:
         st = c.status()
+        raw = c.last_raw
         if args.json:
-            if not vms:
-                print_json_raw(c)
-            else:  # the API's response plus the supervisor's ordinary guests
-                print(json.dumps(dict(json.loads(c.last_raw), guests=vms)))
+            if not vms and not has_groups:
+                print(raw)
+                return EXIT_OK
+            out = json.loads(raw)
+            if vms:  # the API's response plus the supervisor's ordinary guests
+                out["guests"] = vms
+            if has_groups:  # ... and every NF with its group, and the groups' processes
+                out["nfs"], out["groups"] = _status_json_groups(state, c.nfs())
+            print(json.dumps(out))
             return EXIT_OK
         nfs = c.nfs()
         ports = c.ports()
@@ -136,27 +170,39 @@ def cmd_status(args):
         alive = pid_alive(sp.get("pid"), sp.get("starttime"))
         print(f"supervisor: pid {sp.get('pid')} ({'running' if alive else 'gone'})"
               + (f", config {state.get('config')}" if state.get("config") else ""))
-        sup = {n["name"]: n for n in state.get("nfs", []) if n.get("kind") != "guest"}
+        sup = {n["name"]: n for n in state.get("nfs", []) if n.get("kind") not in ("guest", "group")}
     if ports:  # link state and device settings (docs/ports.md "PCI NICs")
         print()
         print(table(["PORT", "VDEV", "LINK", "MTU", "DESC RX/TX", "OFFLOADS", "CHAIN"],
                     [[p.get("name"), p.get("vdev"), link_str(p.get("link")), p.get("mtu"),
                       f"{p.get('rx_desc', '-')}/{p.get('tx_desc', '-')}", ",".join(p.get("offloads") or []) or "-",
                       p.get("chain") or "-"] for p in ports]))
+    member_of, groups = _group_view(state)  # NF groups: a member's restarts are its group process's
+    unattached = dict(member_of)
     rows = []
     for nf in nfs:
-        s = sup.pop(nf.get("name"), {})
+        s = sup.pop(nf.get("name"), None) or unattached.pop(nf.get("name"), None) or {}
+        g = member_of.get(nf.get("name"))
         # an NF in a guest (nfs[].vm): its pid is its QEMU's
         rows.append([nf.get("name") + (" (guest)" if nf.get("guest") else ""), nf.get("service"), nf.get("pid"),
                      nf.get("wakeup") + (" fifo" if nf.get("sched") == "fifo" else ""),  # sluiced.nf_sched
                      human_count(nf.get("rx_pkts")), human_count(nf.get("tx_pkts")), nf.get("lent"),
-                     drops_str(nf.get("drops")), s.get("restarts", "-")])
+                     drops_str(nf.get("drops")), s.get("restarts", "-")] + ([g["name"] if g else "-"] if groups else []))
     for name, s in sup.items():  # configured but not attached right now
         rows.append([name, s.get("service"), s.get("pid"), "-", "-", "-", "-", f"({s.get('state')})",
-                     s.get("restarts", "-")])
+                     s.get("restarts", "-")] + (["-"] if groups else []))
+    for name, g in unattached.items():  # group members not attached right now
+        rows.append([name, name.rpartition(".")[0], g.get("pid"), "-", "-", "-", "-", f"({g.get('state')})",
+                     g.get("restarts", "-"), g.get("name")])
     if rows:
         print()
-        print(table(["NF", "SERVICE", "PID", "WAKEUP", "RX", "TX", "LENT", "DROPS", "RESTARTS"], rows))
+        print(table(["NF", "SERVICE", "PID", "WAKEUP", "RX", "TX", "LENT", "DROPS", "RESTARTS"]
+                    + (["GROUP"] if groups else []), rows))
+    if groups:  # NF groups (docs/groups.md): one process each, hosting instance k of every member
+        print()
+        print(table(["GROUP", "PID", "STATE", "RESTARTS", "MEMBERS"],
+                    [[g.get("name"), g.get("pid"), g.get("state"), g.get("restarts", "-"),
+                      " ".join(g.get("members") or [])] for g in groups]))
     if vms:
         print()
         print(table(["GUEST", "PORT", "PID", "STATE", "IP", "MEMORY", "RESTARTS"],
@@ -171,8 +217,9 @@ def register(subs):
             "sluice up sluice.yaml            # foreground; Ctrl-C stops everything",
             description="Validate CONFIG, write its JSON form to <socket-dir>/config.json, start sluiced, wait "
                         "until it answers on its control socket, launch every NF instance (service 'fwd' with "
-                        "instances: 2 gives fwd.0 and fwd.1; output in <socket-dir>/logs/<name>.log) and wait "
-                        "until they have attached. Then supervise: restart NFs per their restart policy with "
+                        "instances: 2 gives fwd.0 and fwd.1; output in <socket-dir>/logs/<name>.log; the members of "
+                        "a group, groups: or nfs[].group, run in one sluice-group process <group>.<k> per "
+                        "instance k, and their logs/<name>.log is its log) and wait until they have attached. Then supervise: restart NFs per their restart policy with "
                         "exponential backoff (0.1 s doubling to 5 s; reset after 10 s up). SIGINT/SIGTERM or "
                         "`sluice down` stop the NFs (SIGTERM, SIGKILL after 3 s) and then sluiced.\n\n"
                         "sluiced is found via --build-dir, $SLUICE_BUILD_DIR, PATH, then the repo's build/. "
