@@ -1068,18 +1068,16 @@ class Supervisor:
         """Start or drain replicas so `service` has `instances` of them. Returns what it started and
         what it began to drain; draining finishes in the loop (supervise_drains)."""
         nf = next((n for n in self.cfg["nfs"] if n["name"] == service), None)
-        if nf is None and any(g["name"] == service for g in self.cfg.get("groups") or []):
-            raise SupervisorError(f"scale: {service!r} is a group; scaling a group is not supported yet (change "
-                                  "its members' instances in the config, then `sluice down` and `up`)")
+        group = next((g for g in self.cfg.get("groups") or [] if g["name"] == service), None)
         if nf is not None and nf.get("group"):
             procs = [s.name for s in self.slots if isinstance(s, GroupSlot) and s.group == nf["group"]]
             raise SupervisorError(f"scale: service {service!r} is in group {nf['group']!r} (its instances run in the "
                                   f"group's process(es) {', '.join(procs) or '-'}): a group member cannot be "
-                                  "scaled or stopped alone, and scaling groups is not supported yet (change every "
-                                  "member's instances in the config, then `sluice down` and `up`)")
-        if nf is None:
-            known = ", ".join(n["name"] for n in self.cfg["nfs"]) or "none"
-            raise SupervisorError(f"scale: field 'service': unknown service {service!r} (known: {known})")
+                                  f"scaled or stopped alone; scale the group: `sluice nf scale {nf['group']} N`")
+        if nf is None and group is None:
+            known = ", ".join([n["name"] for n in self.cfg["nfs"]] + [g["name"] for g in self.cfg.get("groups") or []])
+            raise SupervisorError(f"scale: field 'service': unknown service or group {service!r} (known: "
+                                  f"{known or 'none'})")
         if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
             raise SupervisorError(f"scale: field 'instances': must be an integer 1..{MAX_INSTANCES} "
                                   f"(got {instances!r})")
@@ -1087,6 +1085,8 @@ class Supervisor:
             raise SupervisorError(f"scale: field 'drain_timeout': must be a positive number of seconds "
                                   f"(got {drain_timeout!r})")
         self.supervise_nfs()  # learn of replicas that exited since the last tick before counting
+        if group is not None:
+            return self.scale_group(group, instances, drain_timeout)
         mine = [s for s in self.slots if s.service == service and s.state != "draining"]
         started, draining, since = [], [], self.removal_seq
         if instances > len(mine):
@@ -1105,21 +1105,7 @@ class Supervisor:
                 self.start_slot(slot)
                 started.append(slot.name)
         elif instances < len(mine):
-            # Replicas that carry no traffic go first (nothing to drain): dead ones, and running ones
-            # sluiced does not list -- not attached yet, or dying: a killed NF's socket closes (and
-            # sluiced drops it) before its process can be reaped, so poll() may still say running.
-            # Then the highest-numbered of the rest.
-            attached = self.attached_names(unknown=None)  # None: cannot tell, go by the processes alone
-
-            def carries_traffic(s):
-                return s.state == "running" and (attached is None or s.name in attached)
-
-            def index(s):
-                idx = s.name.rsplit(".", 1)[-1]
-                return int(idx) if idx.isdigit() else -1
-            ranked = sorted(mine, key=lambda s: (carries_traffic(s), -index(s)))
-            victims = ranked[:len(mine) - instances]
-            for slot in victims:
+            for slot in self._scale_victims(mine, len(mine) - instances):
                 draining.append(slot.name)
                 self.begin_drain(slot, drain_timeout)
         nf["instances"] = instances
@@ -1128,6 +1114,59 @@ class Supervisor:
             f"drain {', '.join(draining) or '-'}")
         return {"service": service, "instances": instances, "start": started, "drain": draining,
                 "removed_after": since}
+
+    def _scale_victims(self, mine, n):
+        """The n slots of `mine` to drain: those that carry no traffic first (nothing to drain): dead
+        ones, and running ones sluiced does not list -- not attached yet, or dying: a killed NF's socket
+        closes (and sluiced drops it) before its process can be reaped, so poll() may still say running.
+        Then the highest-numbered of the rest. A group process carries traffic while any member is listed."""
+        attached = self.attached_names(unknown=None)  # None: cannot tell, go by the processes alone
+
+        def carries_traffic(s):
+            return s.state == "running" and (attached is None or any(m in attached for m in s.nf_names()))
+
+        def index(s):
+            idx = s.name.rsplit(".", 1)[-1]
+            return int(idx) if idx.isdigit() else -1
+        return sorted(mine, key=lambda s: (carries_traffic(s), -index(s)))[:n]
+
+    def scale_group(self, group, instances, drain_timeout):
+        """A group scales as a service does (docs/groups.md): N processes, process k hosting instance k of
+        every member, so each member service gets N replicas and sluiced's policies choose among them.
+        New processes start; removed ones are drained (every member out of its service, then stopped
+        once none holds anything), as replicas are."""
+        name = group["name"]
+        members = [nf for nf in self.cfg["nfs"] if nf.get("group") == name]
+        mine = [s for s in self.slots if isinstance(s, GroupSlot) and s.group == name and s.state != "draining"]
+        started, draining, since = [], [], self.removal_seq
+        if instances > len(mine):
+            max_nfs = self.cfg["sluiced"]["max_nfs"]
+            total = sum(len(s.nf_names()) for s in self.slots) + (instances - len(mine)) * len(members)
+            if total > max_nfs:
+                raise SupervisorError(f"scale: {total} NF instances would exceed sluiced.max_nfs ({max_nfs})")
+            used = {s.name for s in self.slots} | {m for s in self.slots for m in s.nf_names()}
+            k = 0
+            for _ in range(instances - len(mine)):
+                while f"{name}.{k}" in used or any(f"{nf['name']}.{k}" in used for nf in members):
+                    k += 1
+                slot = self.make_group_slot(f"{name}.{k}", group, k, [(f"{nf['name']}.{k}", nf) for nf in members])
+                used |= {slot.name, *slot.nf_names()}
+                self.slots.append(slot)
+                self.start_slot(slot)
+                started.append(slot.name)
+        elif instances < len(mine):
+            for slot in self._scale_victims(mine, len(mine) - instances):
+                draining.append(slot.name)
+                self.begin_drain(slot, drain_timeout)
+        group["instances"] = instances
+        for nf in members:
+            nf["instances"] = instances
+        self.write_state()
+        log(f"scale group {name} to {instances}: start {', '.join(started) or '-'}; "
+            f"drain {', '.join(draining) or '-'}")
+        return {"service": name, "group": True, "instances": instances, "start": started, "drain": draining,
+                "members": {s.name: s.nf_names() for s in self.slots if s.name in started},
+                "services": [nf["name"] for nf in members], "removed_after": since}
 
     # -- sluice reload (python/sluice/reload.py; docs/architecture.md "Reload")
     def reload(self, path, dry_run):
@@ -1264,12 +1303,13 @@ class Supervisor:
         if slot.state != "running" or slot.proc is None:
             self.finish_removal(slot, "not running")
             return
-        try:
-            with Client(self.ctl, timeout=2.0) as c:
-                c.call("nf_drain", name=slot.name)
-        except SluiceError as e:
-            # Not attached (yet, or any more): it holds no packets of ours.
-            log(f"NF {slot.name}: nf_drain: {e}; stopping it")
+        for name in slot.nf_names():  # a group process: every member
+            try:
+                with Client(self.ctl, timeout=2.0) as c:
+                    c.call("nf_drain", name=name)
+            except SluiceError as e:
+                # Not attached (yet, or any more): it holds no packets of ours.
+                log(f"NF {name}: nf_drain: {e}" + ("; stopping it" if name == slot.name else ""))
         slot.state = "draining"
         slot.drain_deadline = time.monotonic() + timeout
 
@@ -1288,11 +1328,9 @@ class Supervisor:
                 self.finish_removal(slot, "exited while draining")
                 continue
             if attached is not None:
-                n = attached.get(slot.name)
-                if n is None:
-                    self.finish_removal(slot, "drained")  # detached: sluiced took back what it held
-                    continue
-                slot.held = {"queued": n.get("queued", 0), "lent": n.get("lent", 0)}
+                # detached NFs: sluiced took back what they held; a group's members are summed
+                held = [attached[m] for m in slot.nf_names() if m in attached]
+                slot.held = {"queued": sum(n.get("queued", 0) for n in held), "lent": sum(n.get("lent", 0) for n in held)}
                 if not slot.held["queued"] and not slot.held["lent"]:
                     self.finish_removal(slot, "drained")
                     continue
@@ -1317,7 +1355,7 @@ class Supervisor:
         self.removed.append({"seq": self.removal_seq, "name": slot.name, "service": slot.service,
                              "result": result, "held": slot.held})
         del self.removed[:-REMOVED_KEEP]
-        log(f"NF {slot.name} removed from service {slot.service} ({result}"
+        log(f"{slot.label} removed from " + (f"service {slot.service}" if slot.service else "its services") + f" ({result}"
             + (f"; held queued={slot.held['queued']} lent={slot.held['lent']}" if slot.held and result != "drained"
                else "") + ")")
         self.write_state()

@@ -515,7 +515,7 @@ def test_sigkill_of_a_group_restarts_it_members_reattach_nothing_leaks(workdir):
         down(socket_dir)
 
 
-def test_status_shows_groups_and_a_member_cannot_be_scaled_alone(workdir):  # noqa: F811
+def test_status_shows_groups_a_group_scales_a_member_does_not(workdir):  # noqa: F811
     need_build("fwd", "count")
     socket_dir = workdir / "s"
     cfg = workdir / "g.yaml"
@@ -534,11 +534,25 @@ def test_status_shows_groups_and_a_member_cannot_be_scaled_alone(workdir):  # no
         rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.strip()}
         assert "GROUP" in rows["NF"] and rows["a.0"][-1] == "g.0" and rows["x.0"][-1] == "-", text
         assert rows["g.0"][:4] == ["g.0", str(pid), "running", "0"] and rows["g.0"][4:] == ["a.0", "b.0"], text
-        # a member is no process of its own: it cannot be scaled (or stopped) alone, nor can the group yet
+        # a member is no process of its own: it cannot be scaled (or stopped) alone ...
         r = sluice_cli(socket_dir, "nf", "scale", "a", "2", check=False)
         assert r.returncode == 1 and "service 'a' is in group 'g'" in r.stderr, r.stdout + r.stderr
-        r = sluice_cli(socket_dir, "nf", "scale", "g", "2", check=False)
-        assert r.returncode == 1 and "'g' is a group" in r.stderr, r.stdout + r.stderr
+        # ... the group scales as a service does: process g.1 hosts a.1 and b.1, replicas of a and b
+        r = sluice_cli(socket_dir, "nf", "scale", "g", "2", "--json", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        res = json.loads(r.stdout)
+        assert res["started"] == ["g.1"] and res["instances"] == ["g.0", "g.1"], res
+        assert res["services"] == {"a": ["a.0", "a.1"], "b": ["b.0", "b.1"]}, res
+        nfs = {n["name"]: n["pid"] for n in api(socket_dir, "nfs")["nfs"]}
+        g1 = next(n for n in state(socket_dir)["nfs"] if n["name"] == "g.1")
+        assert nfs["a.1"] == nfs["b.1"] == g1["pid"] != pid and g1["members"] == ["a.1", "b.1"], (nfs, g1)
+        # back to one: g.1's members leave their services, are drained, then its process stops
+        r = sluice_cli(socket_dir, "nf", "scale", "g", "1", check=False)
+        assert r.returncode == 0 and "g.1 drained and stopped" in r.stdout, r.stdout + r.stderr
+        assert "group g: 1 process(es); service a: 1 instance(s) (a.0); service b: 1 instance(s) (b.0)" \
+            in r.stdout, r.stdout
+        assert [n["name"] for n in state(socket_dir)["nfs"] if n.get("kind") == "group"] == ["g.0"]
+        assert not {"a.1", "b.1"} & {n["name"] for n in api(socket_dir, "nfs")["nfs"]}
         assert next(n for n in state(socket_dir)["nfs"] if n["name"] == "g.0")["pid"] == pid
         # the process NF beside it scales as before
         r = sluice_cli(socket_dir, "nf", "scale", "x", "2", check=False)

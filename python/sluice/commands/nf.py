@@ -46,7 +46,10 @@ def cmd_nf_scale(args):
         + ("; " if plan["start"] and plan["drain"] else "")
         + (f"draining {', '.join(plan['drain'])}" if plan["drain"] else "")
         + ("nothing to do" if not plan["start"] and not plan["drain"] else ""), flush=True)
-    pending_start, pending_drain = set(plan["start"]), set(plan["drain"])
+    # a group's processes (docs/groups.md) are started once every member they host is attached
+    members = plan.get("members") or {}
+    slot_of = {m: s for s in plan["start"] for m in members.get(s, [s])}
+    pending_start, pending_drain = set(slot_of), set(plan["drain"])
     drained, failed = [], []
     deadline = time.monotonic() + args.wait + args.drain_timeout
     last_progress = 0.0
@@ -61,11 +64,11 @@ def cmd_nf_scale(args):
                 if name in attached:
                     pending_start.discard(name)
                     say(f"  {name} attached", flush=True)
-                elif (slots.get(name) or {}).get("state") in ("exited", "backoff", None):
+                elif (slots.get(slot_of[name]) or {}).get("state") in ("exited", "backoff", None):
                     pending_start.discard(name)
                     failed.append(name)
-                    log = (slots.get(name) or {}).get("log")
-                    say(f"  {name} failed to start ({(slots.get(name) or {}).get('state', 'removed')}); see {log}")
+                    slot = slots.get(slot_of[name]) or {}
+                    say(f"  {name} failed to start ({slot.get('state', 'removed')}); see {slot.get('log')}")
             for rem in state.get("removed", []):
                 if rem["seq"] > plan["removed_after"] and rem["name"] in pending_drain:
                     pending_drain.discard(rem["name"])
@@ -92,15 +95,27 @@ def cmd_nf_scale(args):
                 return die(f"nf scale: still waiting for {', '.join(left)} after {args.wait + args.drain_timeout:g}s "
                            f"(see `sluice status` and {sd}/logs)")
             time.sleep(0.1)
-        svc = next((s for s in ctl.stats().get("services", []) if s.get("name") == args.service), {})
+        services = {s.get("name"): s for s in ctl.stats().get("services", [])}
+        svc = services.get(args.service, {})
         result = {"ok": not failed and all(d["result"] != "drain timeout" for d in drained),
                   "service": args.service, "instances": sorted(svc.get("instances") or [], key=_natural),
                   "policy": svc.get("policy"),
                   "started": plan["start"], "failed": failed, "drained": drained}
+        if plan.get("group"):
+            result["group"] = True
+            result["services"] = {m: sorted(services.get(m, {}).get("instances") or [], key=_natural)
+                                  for m in plan.get("services", [])}
+            result["instances"] = sorted({s["name"] for s in state["nfs"] if s.get("kind") == "group" and
+                                          s.get("group") == args.service and s.get("state") != "draining"}
+                                         - {d["name"] for d in drained}, key=_natural)  # its processes
     finally:
         ctl.close()
     if args.json:
         print(json.dumps(result))
+    elif result.get("group"):
+        print(f"group {args.service}: {args.instances} process(es); "
+              + "; ".join(f"service {m}: {len(v)} instance(s) ({', '.join(v) or 'none'})"
+                          for m, v in result["services"].items()))
     else:
         print(f"service {args.service}: {len(result['instances'])} instance(s) "
               f"({', '.join(result['instances']) or 'none'}), policy {result['policy']}")
@@ -112,9 +127,11 @@ def register(subs):
             "sluice nf scale fwd 3")
     nsubs = s.add_subparsers(dest="nf_cmd", metavar="SUBCOMMAND")
     nsubs.required = True
-    ns = sub(nsubs, "scale", "start or drain replicas so SERVICE has INSTANCES of them",
+    ns = sub(nsubs, "scale", "start or drain replicas so SERVICE (or a group's members) has INSTANCES of them",
              "sluice nf scale fwd 3          # start fwd.N until there are 3\n"
-             "sluice nf scale fwd 1          # drain the others, stop each once it holds nothing",
+             "sluice nf scale fwd 1          # drain the others, stop each once it holds nothing\n"
+             "sluice nf scale edge 2         # a group (docs/groups.md): 2 processes, each with one\n"
+             "                               # instance of every member service",
              description="Ask the supervisor started by `sluice up` to scale SERVICE. New replicas are started "
                          "and waited for until they attach. A removed replica is drained first: it leaves the "
                          "service at once (its flows move to the others) and is stopped only when it holds no "
