@@ -859,6 +859,10 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
         cfg["guests"] = _guests(_list(guests, "guests"), cfg, base_dir)
 
     cfg["groups"] = _groups(data.get("groups"), cfg)
+    # Members hand packets to the next member through their pipes, in the same thread and turn (run to
+    # completion, docs/groups.md): with groups, pipes are on unless the config says sluiced.pipes: false
+    if cfg["groups"] and "pipes" not in (data.get("sluiced") or {}):
+        cfg["sluiced"]["pipes"] = True
 
     if len(instance_names(cfg)) > cfg["sluiced"]["max_nfs"]:
         raise ConfigError("sluiced.max_nfs", f"{len(instance_names(cfg))} NF instances configured "

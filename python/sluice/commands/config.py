@@ -35,6 +35,9 @@ def cmd_config_check(args):
     print(f"{args.config}: ok ({len(cfg['ports'])} port(s), {len(cfg['chains'])} chain(s), "
           f"{len(cfg['nfs'])} service(s), {n_inst} NF instance(s)"
           + (f", {len(groups)} group(s) in {procs} process(es)" if groups else "") + ")")
+    if groups and not cfg["sluiced"]["pipes"]:
+        print(f"{args.config}: note: sluiced.pipes is false: packets between a group's members go through "
+              "sluiced's worker instead of the members' pipes (docs/groups.md)")
     return EXIT_OK
 
 
