@@ -36,11 +36,6 @@ WORKERS_E2E := $(filter-out $(addprefix tests/integration/,test_nf_firewall.py t
 # ways in the normal pass). One pass instead of two keeps make test under 20 minutes.
 PIPES_E2E := $(addprefix tests/integration/,test_gen_sink.py test_density.py)
 
-# every library NF's end-to-end tests again with the NF in its plugin form, as a member of a
-# sluice-group process (SLUICE_TEST_NF_FORM=plugin: harness.start_nf; docs/groups.md)
-PLUGIN_E2E := $(addprefix tests/integration/,test_nf_firewall.py test_nf_nat.py test_nf_router.py \
-              test_nf_monitor.py test_nf_ids.py test_nf_lb.py test_nf_l2switch.py test_nf_ratelimit.py \
-              test_gen_sink.py)
 
 DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-dev \
             libjansson-dev libpcap-dev python3-venv python3-pip iproute2 iputils-ping \
@@ -153,14 +148,13 @@ test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages tracefs
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v --durations=20 tests/integration
-	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build, with NF-to-NF pipes on"
-	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v $(ASAN_E2E)
+	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build, with NF-to-NF pipes on and"
+	@echo "== every NF built on the SDK in its plugin form, one member of a sluice-group (the normal pass: processes)"
+	SLUICE_TEST_NF_FORM=plugin SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v $(ASAN_E2E)
 	@echo "== the data-path tests with two workers (sluiced.workers: 2, sharing core 1: every handoff path)"
 	SLUICE_TEST_WORKERS=2 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(WORKERS_E2E)
 	@echo "== the other data-path tests with NF-to-NF pipes on (sluiced.pipes: true)"
 	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(PIPES_E2E)
-	@echo "== the NF library's tests with every NF in its plugin form, in a sluice-group process"
-	SLUICE_TEST_NF_FORM=plugin SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(PLUGIN_E2E)
 	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d" && \

@@ -29,9 +29,9 @@ struct group {
 
 extern volatile sig_atomic_t group_stop;
 
-/* Turn every member until a stop signal or until one member ends. Returns 0 on a stop or an
- * orderly shutdown of sluiced, else the (positive) enum sl_err that ended a member; *who is then
- * its index. */
+/* Turn every member until a stop signal or until one member ends. Returns 0 on a stop, else the
+ * (positive) enum sl_err that ended a member (SL_ERR_SHUTDOWN: sluiced's orderly shutdown); *who is
+ * then its index. */
 int group_run(struct group *g, unsigned *who);
 
 #endif

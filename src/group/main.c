@@ -279,7 +279,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sl_nf_set_process_sandbox(SL_SANDBOX_NONE);
 
-	int status = 1, rc = 0;
+	int status = 1, rc = 0, code = 0;
 	unsigned i, who = 0;
 	for (i = 0; i < g.n; i++) {
 		rc = member_setup(&g, i, dir, &base);
@@ -318,11 +318,13 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, PROG ": %s: %u members attached (%s), running\n", g.name, g.n,
 		g.wakeup == SL_WAKE_POLL ? "poll" : g.wakeup == SL_WAKE_BLOCK ? "block" : "adaptive");
-	int code = group_run(&g, &who);
-	if (code != 0)
+	code = group_run(&g, &who);
+	if (code == SL_ERR_SHUTDOWN)
+		fprintf(stderr, PROG ": %s: sluiced shut down (%s)\n", g.name, sl_strerror(code));
+	else if (code != 0)
 		fprintf(stderr, PROG ": %s: member %u (%s) ended: %s; the group ends with it\n", g.name, who,
 			g.m[who].cfg.name, sl_strerror(code));
-	status = code == 0 ? 0 : 1;
+	status = code == 0 || code == SL_ERR_SHUTDOWN ? 0 : 1; /* an orderly shutdown is a normal end */
 
 finish:
 	/* last member first: members come in chain order, so each one's pipe reader (the next hop) has
@@ -333,8 +335,8 @@ finish:
 			summary(m);
 		if (m->started && m->p->finish != NULL)
 			m->p->finish(m->ctx, m->nf != NULL ? stderr : NULL);
-		if (m->nf != NULL)
-			fprintf(stderr, "\n");
+		if (m->nf != NULL) /* as the process form ends its line: why the member stopped */
+			fprintf(stderr, " exit=%s\n", code == 0 ? "stopped" : sl_strerror(code));
 		sl_nf_detach(m->nf);
 		m->nf = NULL;
 	}

@@ -117,5 +117,5 @@ int group_run(struct group *g, unsigned *who)
 		}
 	}
 	free(pfd);
-	return code == SL_ERR_SHUTDOWN ? 0 : code;
+	return code;
 }

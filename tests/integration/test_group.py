@@ -534,6 +534,12 @@ def test_status_shows_groups_a_group_scales_a_member_does_not(workdir):  # noqa:
         rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.strip()}
         assert "GROUP" in rows["NF"] and rows["a.0"][-1] == "g.0" and rows["x.0"][-1] == "-", text
         assert rows["g.0"][:4] == ["g.0", str(pid), "running", "0"] and rows["g.0"][4:] == ["a.0", "b.0"], text
+        # stats and top show each NF's group too (the supervisor's, beside sluiced's counters)
+        for argv in (["stats"], ["top", "--iterations", "1", "--interval", "0.2"]):
+            text = sluice_cli(socket_dir, *argv).stdout
+            rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.strip()}
+            head = next(ln.split() for ln in text.splitlines() if ln.split()[:2] in (["NAME", "SERVICE"], ["NF", "SERVICE"]))
+            assert head[-1] == "GROUP" and rows["a.0"][-1] == rows["b.0"][-1] == "g.0" and rows["x.0"][-1] == "-", text
         # a member is no process of its own: it cannot be scaled (or stopped) alone ...
         r = sluice_cli(socket_dir, "nf", "scale", "a", "2", check=False)
         assert r.returncode == 1 and "service 'a' is in group 'g'" in r.stderr, r.stdout + r.stderr

@@ -14,6 +14,18 @@ EXIT_FAIL = 1      # runtime failure: sluiced not running, API error, startup fa
 EXIT_USAGE = 2     # bad command line or bad config
 
 
+def nf_groups(socket_dir):
+    """{NF instance: its group's process} from the supervisor's state in socket_dir (docs/groups.md): the
+    GROUP column of `stats` and `top`. {} without groups, or without a supervisor there (sluiced alone
+    knows NFs, not groups: members show as NFs with their group's pid)."""
+    from ..supervisor import read_state
+    try:
+        st = read_state(socket_dir) or {}
+    except (OSError, ValueError):
+        return {}
+    return {m: n["name"] for n in st.get("nfs", []) if n.get("kind") == "group" for m in n.get("members") or []}
+
+
 def die(msg, code=EXIT_FAIL):
     print(f"sluice: {msg}", file=sys.stderr)
     return code

@@ -6,11 +6,12 @@ import sys
 
 from ..client import NotRunning, socket_dir_default
 from ..fmt import drops_str, human_bytes, link_str, table
-from .common import EXIT_OK, add_common, client_for, print_json_raw, sub
+from .common import EXIT_OK, add_common, client_for, nf_groups, print_json_raw, sub
 from .run import format_stack_stats, stack_stats_or_none
 
 
-def format_stats(st, xstats=False):
+def format_stats(st, xstats=False, groups=None):
+    """groups: {NF instance: group process} (nf_groups), a GROUP column when not empty."""
     out = []
     ports = st.get("ports", [])
     out.append("PORTS")
@@ -30,10 +31,11 @@ def format_stats(st, xstats=False):
     nfs = st.get("nfs", [])
     if nfs:
         out.append(table(["NAME", "SERVICE", "PID", "WAKEUP", "RX PKTS", "RX BYTES", "TX PKTS", "TX BYTES",
-                          "LENT", "KICKS", "DROPS"],
+                          "LENT", "KICKS", "DROPS"] + (["GROUP"] if groups else []),
                          [[n.get("name"), n.get("service"), n.get("pid"), n.get("wakeup"), n.get("rx_pkts"),
                            human_bytes(n.get("rx_bytes")), n.get("tx_pkts"), human_bytes(n.get("tx_bytes")),
-                           n.get("lent"), n.get("kicks"), drops_str(n.get("drops"))] for n in nfs]))
+                           n.get("lent"), n.get("kicks"), drops_str(n.get("drops"))]
+                          + ([groups.get(n.get("name"), "-")] if groups else []) for n in nfs]))
     else:
         out.append("(no NF attached)")
     counted = [n for n in nfs if n.get("counters")]
@@ -107,7 +109,7 @@ def cmd_stats(args):
         print(f"sluice: {e}", file=sys.stderr)
         print(json.dumps({"stack": stack}) if args.json else format_stack_stats(stack))
         return EXIT_OK
-    print(format_stats(st, xstats=args.xstats))
+    print(format_stats(st, xstats=args.xstats, groups=nf_groups(args.socket_dir or socket_dir_default())))
     if stack is not None:
         print()
         print(format_stack_stats(stack))

@@ -7,9 +7,9 @@ in the alternate screen; otherwise each frame is printed after the previous one.
 import sys
 import time
 
-from ..client import SluiceError
+from ..client import SluiceError, socket_dir_default
 from ..fmt import drops_total, human_count, mbps, rate, table
-from .common import EXIT_USAGE, add_common, client_for, die, sub
+from .common import EXIT_USAGE, add_common, client_for, die, nf_groups, sub
 
 CLEAR = "\x1b[H\x1b[2J"
 ALT_ON = "\x1b[?1049h\x1b[?25l"
@@ -39,8 +39,9 @@ def _mbps(bytes_per_s):
     return None if bytes_per_s is None else bytes_per_s * 8 / 1e6
 
 
-def render(cur, prev, dt, status=None, interval=1.0):
-    """One frame of text from the current and previous `stats` responses."""
+def render(cur, prev, dt, status=None, interval=1.0, groups=None):
+    """One frame of text from the current and previous `stats` responses; groups: {NF instance: group
+    process} (nf_groups), a GROUP column when not empty."""
     lines = []
     head = time.strftime("%H:%M:%S") + "  sluice top"
     if status:
@@ -71,10 +72,10 @@ def render(cur, prev, dt, status=None, interval=1.0):
         rows.append([n.get("name"), n.get("service"), n.get("wakeup"),
                      rate(_rate(n, q, "rx_pkts", dt)), mbps(_mbps(_rate(n, q, "rx_bytes", dt))),
                      rate(_rate(n, q, "tx_pkts", dt)), rate(_rate(n, q, "kicks", dt)),
-                     rate(_drop_rate(n, q, dt)), n.get("lent")])
+                     rate(_drop_rate(n, q, dt)), n.get("lent")] + ([groups.get(n.get("name"), "-")] if groups else []))
     if rows:
         lines.append(table(["NF", "SERVICE", "WAKEUP", "RX PPS", "RX MBIT/S", "TX PPS", "KICKS/S", "DROP/S",
-                            "LENT"], rows, right=set(range(3, 9))))
+                            "LENT"] + (["GROUP"] if groups else []), rows, right=set(range(3, 9))))
     else:
         lines.append("(no NF attached)")
     lines.append("")
@@ -90,8 +91,10 @@ def render(cur, prev, dt, status=None, interval=1.0):
     return "\n".join(lines)
 
 
-def run_top(client, interval=1.0, iterations=None, out=None):
-    """Loop until interrupted or `iterations` frames are shown. Returns an exit code."""
+def run_top(client, interval=1.0, iterations=None, out=None, groups=None):
+    """Loop until interrupted or `iterations` frames are shown. Returns an exit code. groups: a callable
+    giving {NF instance: group process} for each frame (groups restart and scale), or None."""
+    groups = groups or dict
     out = out or sys.stdout
     tty = out.isatty()
     shown = 0
@@ -101,12 +104,12 @@ def run_top(client, interval=1.0, iterations=None, out=None):
             status = client.status()
             prev, prev_t = client.stats(), time.monotonic()
             if tty:
-                out.write(ALT_ON + CLEAR + render(prev, None, 0, status, interval) + "\n")
+                out.write(ALT_ON + CLEAR + render(prev, None, 0, status, interval, groups()) + "\n")
                 out.flush()
             while iterations is None or shown < iterations:
                 time.sleep(interval)
                 cur, now = client.stats(), time.monotonic()
-                frame = last = render(cur, prev, now - prev_t, status, interval)
+                frame = last = render(cur, prev, now - prev_t, status, interval, groups())
                 if tty:
                     out.write(CLEAR + frame + "\n")
                 else:
@@ -134,7 +137,9 @@ def run_top(client, interval=1.0, iterations=None, out=None):
 def cmd_top(args):
     if args.interval <= 0:
         return die("--interval must be positive", EXIT_USAGE)
-    return run_top(client_for(args), interval=args.interval, iterations=args.iterations)
+    sd = args.socket_dir or socket_dir_default()
+    return run_top(client_for(args), interval=args.interval, iterations=args.iterations,
+                   groups=lambda: nf_groups(sd))
 
 
 def register(subs):
