@@ -20,6 +20,15 @@ same split the Sluice run uses (sluiced worker on core 1, NFs on core 0).
 
 Run directly for a quick check:  bench/peer_memif.py --size 64 --nfs 1 --duration 5
 
+The one-core ceiling (`IoCeiling`, run.py system `testpmd-io`, scenario 1 at N = 1 only): ONE
+dpdk-testpmd, no NF, io forwarding between `net_null0,size=B,copy=0` and
+`net_null1,size=B,copy=0,no-rx=1` with one forwarding lcore on core 1 (`-l 0,1 --main-lcore 0`,
+the core sluiced's worker uses). Port 1 receives nothing (no-rx), so only 0 -> 1 carries packets,
+as Sluice's 1-NF chain carries src -> NF -> dst in one direction; testpmd's 1 -> 0 stream is one
+empty poll per loop. The rate is the growth of port 1's TX counter: what one core does when it
+only moves buffers from one null port to the other.
+    bench/peer_memif.py --ceiling --size 64 --duration 5
+
 Trials (scenarios 2 and 3, `MemifTrials`): the same switch and NFs, but the switch's port 0 is a
 net_memif server (instead of net_null) to which bench/tester.c (build/bench/sluice-bench-tester)
 connects as memif client; the tester is pinned like an NF (`taskset -c 0`, EAL `-l 0`):
@@ -433,6 +442,83 @@ def measure_rate(counter, warmup: float, duration: float, pids=()) -> tuple[floa
     return (c1 - c0) / (t1 - t0) / 1e6, cpu.foreign
 
 
+class IoCeiling:
+    """The one-core ceiling of scenario 1 (run.py system `testpmd-io`): one dpdk-testpmd, io forwarding
+    net_null0 -> net_null1 on one lcore (core 1, as the testpmd switch and sluiced's worker), no NF.
+    net_null1 is `no-rx=1`, so the 1 -> 0 stream testpmd also sets up finds nothing and only 0 -> 1
+    carries packets; the rate is port 1's TX counter. Use as a context manager."""
+
+    def __init__(self, size: int = 64, mbufs: int = 16384, logdir: Path | None = None, tag: str = "testpmd-io"):
+        if not (Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)):
+            raise BenchError(f"dpdk-testpmd not found at {TESTPMD} (install the Debian 'dpdk' package "
+                             "or set SLUICE_BENCH_TESTPMD)")
+        self.size, self.mbufs, self.logdir, self.tag = size, mbufs, logdir, tag
+        self.pmd: Testpmd | None = None
+        self.fwd_lcores: list[int] = []
+        self._logf = None
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self) -> None:
+        if self.logdir is not None:
+            self._logf = open(self.logdir / f"{self.tag}.log", "wb")
+        self.pmd = Testpmd(
+            "testpmd-io",
+            ["-l", SWITCH_LCORES[0], "--main-lcore", SWITCH_LCORES[1], "--no-pci", *eal_memory_args(),
+             "--file-prefix", f"slbI{os.getpid()}", "--log-level", "*:notice",
+             "--vdev", f"net_null0,size={self.size},copy=0", "--vdev", f"net_null1,size={self.size},copy=0,no-rx=1"],
+            ["--forward-mode=io", "--port-topology=paired", "--nb-cores=1", f"--total-num-mbufs={self.mbufs}",
+             "--no-lsc-interrupt", "--disable-link-check"],
+            logf=self._logf)
+        self.pmd.wait_prompt()
+        text = self.pmd.cmd("start")
+        # "Logical Core 1 (socket 0) forwards packets on 2 streams:": the one forwarding lcore must be core 1
+        self.fwd_lcores = [int(x) for x in re.findall(r"Logical Core (\d+) \(socket", text)]
+        if self.fwd_lcores != [int(SWITCH_LCORES[0].split(",")[1])]:
+            raise BenchError(f"testpmd-io: expected one forwarding lcore, 1; 'start' said:\n{text}")
+
+    def delivered(self) -> int:
+        """Packets forwarded 0 -> 1: TX count of net_null1."""
+        return self.pmd.tx_packets(1)
+
+    def pids(self) -> list[int]:
+        return [self.pmd.proc.pid] if self.pmd else []
+
+    def stop(self) -> None:
+        if self.pmd is not None:
+            try:
+                self.pmd.quit()
+            except Exception:  # noqa: BLE001 - teardown must go on
+                stop_process(self.pmd.proc)
+            self.pmd = None
+        if self._logf is not None:
+            self._logf.close()
+            self._logf = None
+
+
+def run_io_ceiling(size: int, warmup: float, duration: float, logdir: Path | None = None,
+                   tag: str = "testpmd-io") -> tuple[float, dict]:
+    """Start the one-core ceiling (IoCeiling), measure, tear down; returns (Mpps, extra facts)."""
+    with IoCeiling(size=size, logdir=logdir, tag=tag) as io:
+        mpps, foreign = measure_rate(io.delivered, warmup, duration, io.pids())
+        back = io.pmd.tx_packets(0)  # the 1 -> 0 direction: must have carried nothing
+        if back:
+            raise BenchError(f"testpmd-io: port 0 transmitted {back} packets; net_null1's no-rx did not hold")
+        if mpps <= 0:
+            raise BenchError("testpmd-io forwarded no packets")
+        return mpps, {"foreign_cpu": round(foreign, 4), "fwd_lcores": io.fwd_lcores, "direction": "0->1"}
+
+
 def run_peer(nfs: int, size: int, warmup: float, duration: float, logdir: Path | None = None,
              tag: str = "peer") -> tuple[float, dict]:
     """Start the testpmd chain, measure, tear down; returns (Mpps, extra facts)."""
@@ -450,6 +536,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--logdir", type=Path, default=None)
+    ap.add_argument("--ceiling", action="store_true",
+                    help="measure the one-core ceiling instead (one testpmd, io net_null0 -> net_null1, no NF)")
     trials_args(ap)
     a = ap.parse_args()
     if a.logdir:
@@ -459,10 +547,17 @@ def main() -> int:
         a.size = max(a.size, 66)
         return print_trials(MemifTrials, a)
     try:
-        mpps, extra = run_peer(a.nfs, a.size, a.warmup, a.duration, a.logdir)
+        if a.ceiling:
+            mpps, extra = run_io_ceiling(a.size, a.warmup, a.duration, a.logdir)
+        else:
+            mpps, extra = run_peer(a.nfs, a.size, a.warmup, a.duration, a.logdir)
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if a.ceiling:
+        print(f"testpmd-io size={a.size}: {mpps:.2f} Mpps ({mpps * a.size * 8 / 1000:.2f} Gbps) net_null0 -> net_null1 "
+              f"on lcore {extra['fwd_lcores']}, foreign CPU {extra['foreign_cpu']:.1%}")
+        return 0
     print(f"testpmd-memif nfs={a.nfs} size={a.size}: {mpps:.2f} Mpps ({mpps * a.size * 8 / 1000:.2f} Gbps), "
           f"foreign CPU {extra['foreign_cpu']:.1%}")
     return 0

@@ -9,7 +9,9 @@
               zeroloss sessions, so it implies the search). Default: all three.
 
 Systems: Sluice (sluiced + sluice-nf-fwd), dpdk-testpmd NFs over net_memif, Linux forwarding
-through one network namespace per NF (veth pairs), OVS-DPDK with testpmd NFs on vhost-user.
+through one network namespace per NF (veth pairs), OVS-DPDK with testpmd NFs on vhost-user; and in
+scenario 1 at N = 1 a reference, `testpmd-io`: the one-core ceiling (ONE dpdk-testpmd, io forwarding
+net_null0 -> net_null1 on core 1, the worker's core, no NF; one direction, see peer_memif.IoCeiling).
 Within each round every system is measured once per figure, alternating, so drift hits all of
 them; each figure is the median of the rounds, with min and max. A system whose tools are
 missing is skipped with the reason printed and recorded (`skipped_systems` in the JSON).
@@ -53,7 +55,8 @@ import peer_ovs  # noqa: E402
 import rfc2544  # noqa: E402
 import sluice_fabric  # noqa: E402
 
-SYSTEMS = ("sluice", "testpmd-memif", "linux-veth", "ovs-dpdk")
+SYSTEMS = ("sluice", "testpmd-memif", "linux-veth", "ovs-dpdk", "testpmd-io")
+IO = "testpmd-io"  # the one-core ceiling: scenario 1, N = 1 only (it has no NF); no trials
 SCENARIOS = ("chain", "zeroloss", "latency")
 SCENARIO_ALIASES = {"fabric": "chain", "1": "chain", "2": "zeroloss", "3": "latency"}
 SYSTEM_ORDER = {s: i for i, s in enumerate(SYSTEMS)}
@@ -119,6 +122,8 @@ def plan(args) -> list[dict]:
 def peers(args, n: int, size: int) -> list[dict]:
     """The peer systems' items for one (N, size)."""
     out = []
+    if IO in args.systems and n == 1:  # the one-core ceiling is the reference of the 1-NF figures only
+        out.append({"system": IO, "nfs": 1, "size": size, "mode": None})
     if "testpmd-memif" in args.systems and n in args.peer_nfs:
         out.append({"system": "testpmd-memif", "nfs": n, "size": size, "mode": None})
     if "linux-veth" in args.systems and n in args.linux_nfs:
@@ -133,7 +138,8 @@ def key(it: dict) -> tuple:
 
 
 def label(it: dict) -> str:
-    sysname = {"sluice": "sluice", "testpmd-memif": "memif ", "linux-veth": "linux ", "ovs-dpdk": "ovs   "}.get(
+    sysname = {"sluice": "sluice", "testpmd-memif": "memif ", "linux-veth": "linux ", "ovs-dpdk": "ovs   ",
+               IO: "io    "}.get(
         it["system"], it["system"])
     mode = it["mode"] or "-"
     return f"{sysname} {it['nfs']} NF {it['size']:>4} B {mode:<14}"
@@ -145,6 +151,8 @@ def measure(it: dict, args, logdir: Path, tag: str) -> tuple[float, dict]:
                                         logdir=logdir, tag=tag)
     if it["system"] == "linux-veth":
         return peer_linux.run_linux(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
+    if it["system"] == IO:
+        return peer_memif.run_io_ceiling(it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
     if it["system"] == "ovs-dpdk":
         return peer_ovs.run_ovs(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
     return peer_memif.run_peer(it["nfs"], it["size"], args.warmup, args.duration, logdir=logdir, tag=tag)
@@ -222,29 +230,46 @@ def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> li
     return rows
 
 
+def mode_key(mode) -> tuple:
+    """Sort key of a Sluice mode: by wakeup mode, a mode's processes before its group, pipes after none
+    (poll, poll+pipes, poll+group, poll+pipes+group)."""
+    mode = mode or ""
+    return (mode.split("+")[0], sluice_fabric.GROUP_SUFFIX in mode, mode)
+
+
 def summary_table(results: list[dict]) -> str:
-    """Scenario 1 rows: one line per figure, Sluice's ratio to each peer and, for a MODE+pipes row,
-    to MODE without pipes."""
-    peers_ = [("testpmd-memif", "vs memif"), ("linux-veth", "vs linux"), ("ovs-dpdk", "vs ovs")]
-    lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<14} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} "
-             + " ".join(f"{h:>8}" for _, h in peers_) + f" {'vs no pipes':>11}", "-" * 118]
+    """Scenario 1 rows: one line per figure, Sluice's ratio to each peer (to the one-core ceiling:
+    1-NF rows only) and, for a MODE+pipes row, to MODE without pipes; then the ceiling per size."""
+    peers_ = [(IO, "of ceil"), ("testpmd-memif", "vs memif"), ("linux-veth", "vs linux"), ("ovs-dpdk", "vs ovs")]
+    lines = [f"{'system':<14} {'NFs':>3} {'size':>5} {'mode':<20} {'median':>8} {'min':>8} {'max':>8} {'Gbps':>7} "
+             + " ".join(f"{h:>8}" for _, h in peers_) + f" {'vs no pipes':>11}", "-" * 133]
     rows = [r for r in results if r.get("scenario") in ("chain", "fabric")]
-    for r in sorted(rows, key=lambda r: (r["size"], r["nfs"], SYSTEM_ORDER.get(r["system"], 9), r["mode"] or "")):
+    for r in sorted(rows, key=lambda r: (r["size"], r["nfs"], SYSTEM_ORDER.get(r["system"], 9), mode_key(r["mode"]))):
         if r["median_mpps"] is None:
-            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<14} {'failed':>8}")
+            lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<20} {'failed':>8}")
             continue
         ratios = []
         for peer, _ in peers_:
             p = gen_report.find(results, peer, r["nfs"], r["size"], None) if r["system"] == "sluice" else None
             ratios.append(f"{r['median_mpps'] / p['median_mpps']:.2f}x" if p and p["median_mpps"] else "")
         plain = None
-        if r["system"] == "sluice" and (r["mode"] or "").endswith(sluice_fabric.PIPES_SUFFIX):
+        if r["system"] == "sluice" and sluice_fabric.PIPES_SUFFIX in (r["mode"] or ""):
             plain = gen_report.find(results, "sluice", r["nfs"], r["size"],
-                                    r["mode"].removesuffix(sluice_fabric.PIPES_SUFFIX))
+                                    r["mode"].replace(sluice_fabric.PIPES_SUFFIX, "", 1))
         ratios.append(f"{r['median_mpps'] / plain['median_mpps']:.2f}x" if plain and plain["median_mpps"] else "")
-        lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<14} {r['median_mpps']:>8.2f} "
+        lines.append(f"{r['system']:<14} {r['nfs']:>3} {r['size']:>5} {r['mode'] or '-':<20} {r['median_mpps']:>8.2f} "
                      f"{r['min_mpps']:>8.2f} {r['max_mpps']:>8.2f} {r['gbps_median']:>7.2f} "
                      + " ".join(f"{x:>8}" for x in ratios[:-1]) + f" {ratios[-1]:>11}")
+    for size in sorted({r["size"] for r in rows}):
+        c = gen_report.find(results, IO, 1, size, None)
+        if not c:
+            continue
+        best = max((r for r in rows if r["system"] == "sluice" and r["nfs"] == 1 and r["size"] == size
+                    and r["median_mpps"]), key=lambda r: r["median_mpps"], default=None)
+        lines.append(f"one-core ceiling (testpmd io, net_null0 -> net_null1 on core 1, no NF), {size} B: "
+                     f"{c['median_mpps']:.2f} Mpps" + (f"; Sluice 1 NF best ({best['mode']}) {best['median_mpps']:.2f} "
+                                                       f"Mpps = {best['median_mpps'] / c['median_mpps']:.2f} of it"
+                                                       if best and c["median_mpps"] else ""))
     return "\n".join(lines)
 
 
@@ -253,11 +278,11 @@ def trials_table(results: list[dict]) -> str:
     lines = []
 
     def who(r):
-        return f"{r['system']} {r['mode']}" if r.get("mode") and "+group" in str(r["mode"]) else r["system"]
+        return f"{r['system']} {r['mode']}" if r.get("mode") else r["system"]
     zl = [r for r in results if r.get("scenario") == "zeroloss"]
     if zl:
         lines += [f"{'zero-loss':<30} {'NFs':>3} {'median Mpps':>12} {'min':>8} {'max':>8}  generator-bound runs", "-" * 80]
-        for r in sorted(zl, key=lambda r: (r["nfs"], SYSTEM_ORDER.get(r["system"], 9), str(r.get("mode")))):
+        for r in sorted(zl, key=lambda r: (r["nfs"], SYSTEM_ORDER.get(r["system"], 9), mode_key(r.get("mode")))):
             if r["median_pps"] is None:
                 lines.append(f"{who(r):<30} {r['nfs']:>3} {'failed':>12}")
                 continue
@@ -268,7 +293,7 @@ def trials_table(results: list[dict]) -> str:
     if lat:
         lines += ["", f"{'latency (us)':<30} {'NFs':>3} {'load':>5} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} {'lost':>6}",
                   "-" * 80]
-        for r in sorted(lat, key=lambda r: (r["nfs"], r["load"], SYSTEM_ORDER.get(r["system"], 9), str(r.get("mode")))):
+        for r in sorted(lat, key=lambda r: (r["nfs"], r["load"], SYSTEM_ORDER.get(r["system"], 9), mode_key(r.get("mode")))):
             m = r.get("median_ns")
             if not m:
                 lines.append(f"{who(r):<30} {r['nfs']:>3} {r['load']:>5.0%} {'-':>9}")
@@ -285,6 +310,9 @@ def available_systems(wanted: list[str], need_trials: bool) -> tuple[list[str], 
         try:
             if s == "sluice":
                 sluice_fabric.check_binaries((sluice_fabric.NF_GEN, sluice_fabric.NF_SINK) if need_trials else ())
+            elif s == IO:
+                if not (Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)):
+                    raise BenchError(f"dpdk-testpmd not found ({TESTPMD}); install Debian's 'dpdk' package")
             elif s == "testpmd-memif":
                 if not (Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)):
                     raise BenchError(f"dpdk-testpmd not found ({TESTPMD}); install Debian's 'dpdk' package")
@@ -302,6 +330,13 @@ def available_systems(wanted: list[str], need_trials: bool) -> tuple[list[str], 
     return ok, skipped
 
 
+def default_systems() -> list[str]:
+    """Every system; the one-core ceiling only when dpdk-testpmd is here (the others are skipped with
+    the reason when their tools are missing; the ceiling is a reference, not a system to report missing)."""
+    have_testpmd = Path(TESTPMD).is_file() and os.access(TESTPMD, os.X_OK)
+    return [s for s in SYSTEMS if s != IO or have_testpmd]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("scenario", nargs="*", help="chain, zeroloss, latency (default: all)")
@@ -312,7 +347,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=None, help="rounds (figures are medians over them; default 5)")
     ap.add_argument("--duration", type=float, default=None, help="scenario 1 window per run, seconds (default 3)")
     ap.add_argument("--warmup", type=float, default=None, help="scenario 1 warm-up before each window, s (default 1)")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
+    ap.add_argument("--systems", default=",".join(default_systems()),
+                    help=f"comma list of {', '.join(SYSTEMS)} (default: all; {IO}, the one-core ceiling of "
+                         "scenario 1 at 1 NF, only when dpdk-testpmd is installed)")
     ap.add_argument("--sizes", default=None, help="scenario 1 frame sizes in bytes (default 64,1500)")
     ap.add_argument("--nfs", default=None, help="scenario 1 chain lengths (default 1,2,...,8)")
     ap.add_argument("--peer-nfs", default=None, help="scenario 1 chain lengths for testpmd-memif and ovs-dpdk "
@@ -320,7 +357,8 @@ def main(argv=None) -> int:
     ap.add_argument("--linux-nfs", default=None, help="scenario 1 chain lengths for linux-veth (default: as --nfs)")
     ap.add_argument("--modes", default=None,
                     help="scenario 1 Sluice modes: an NF wakeup mode (poll, adaptive, block), or MODE+pipes for the "
-                         "same with NF-to-NF pipes (sluiced.pipes); default poll,poll+pipes,adaptive,adaptive+pipes "
+                         "same with NF-to-NF pipes (sluiced.pipes), and +group for the NFs as one sluice-group "
+                         "process (poll+pipes+group); default poll,poll+pipes,adaptive,adaptive+pipes "
                          "(--quick: poll,poll+pipes)")
     ap.add_argument("--trial-nfs", default=None, help="scenarios 2-3 chain lengths (default 1,3)")
     ap.add_argument("--trial-size", type=int, default=66,
@@ -414,7 +452,9 @@ def main(argv=None) -> int:
     if "sluice" not in args.systems and "sluice" in wanted:
         print("run.py: error: Sluice itself cannot run: " + skipped["sluice"], file=sys.stderr)
         return 2
-    args.trial_systems = list(args.systems)
+    if "chain" not in scenarios and IO in args.systems:
+        args.systems.remove(IO)  # the ceiling is a scenario 1 figure; it has no trials
+    args.trial_systems = [s for s in args.systems if s != IO]
     if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
         print("run.py: warning: lcores 0 and 1 are not both available; pinning assumes them", file=sys.stderr)
     hp = hugepages_2m()
@@ -435,7 +475,8 @@ def main(argv=None) -> int:
     # the host moves this from hour to hour; latency of NFs sharing core 0 rests on it
     machine["switch_cost_start"] = switch_cost(sluice_fabric.BUILD, cpu=int(sluice_fabric.NF_CORE))
     items = plan(args) if "chain" in scenarios else []
-    n_sessions = len(args.trial_nfs) * len(args.trial_systems) * args.runs if want_trials else 0
+    n_variants = len(args.trial_systems) + (len(args.trial_modes) - 1 if "sluice" in args.trial_systems else 0)
+    n_sessions = len(args.trial_nfs) * n_variants * args.runs if want_trials else 0
     logdir = Path(tempfile.mkdtemp(prefix=f"sluice-bench-{stamp}-"))
     total = len(items) * args.runs + n_sessions
     if total == 0:
@@ -521,12 +562,17 @@ def main(argv=None) -> int:
                    "pinning": {"switch_core": 1, "nf_core": 0,
                                "sluiced_lcores": sluice_fabric.SLUICED_LCORES, "nf_taskset": sluice_fabric.NF_CORE,
                                "testpmd_switch": "-l 0,1 --main-lcore 0", "testpmd_nf": "-l 1,0 --main-lcore 1",
+                               "testpmd_io": "-l 0,1 --main-lcore 0 --nb-cores=1 (forwarding lcore 1)",
                                "ovs": "pmd-cpu-mask=0x2 (PMD thread on core 1), dpdk-lcore-mask=0x1; NFs as testpmd",
                                "testers": "Sluice gen/sink NFs, DPDK tester, Linux udpgen/sink: core 0, with the NFs",
                                "linux_veth": "udpgen taskset -c 0; first NF's ingress veth RPS to core 1, so the "
                                              "kernel forwarding (NET_RX softirq) of the whole chain runs on core 1"},
                    "linux_veth_generator": "bench/udpgen.c: AF_PACKET, PACKET_QDISC_BYPASS, sendmmsg x64, "
                                            "1024 UDP port pairs (no pktgen in this kernel)",
+                   "testpmd_io": "the one-core ceiling, scenario 1 at N = 1 (rows nfs 1, no NF): one dpdk-testpmd, "
+                                 "--forward-mode=io --port-topology=paired, net_null0,size=B,copy=0 -> "
+                                 "net_null1,size=B,copy=0,no-rx=1 (one direction: port 1 receives nothing), one "
+                                 "forwarding lcore on core 1; rate = growth of port 1's TX-packets",
                    "sluice_pool_mbufs": 16384, "sluice_ring_size": 1024, "testpmd_total_num_mbufs": 16384,
                    "sluice_pipes": "modes MODE+pipes: sluiced.pipes true, each fwd reads its upstream fwd's pipe "
                                    "ring directly (docs/architecture.md \"Pipes\"); other modes: pipes off"},

@@ -20,39 +20,122 @@ SLUICE = "sluice"
 PEER = "testpmd-memif"
 LINUX = "linux-veth"
 OVS = "ovs-dpdk"
+IO = "testpmd-io"  # scenario 1's reference at N = 1: one testpmd lcore, io net_null -> net_null, no NF
 SYSTEM_NAMES = {SLUICE: "Sluice", PEER: "testpmd + memif", LINUX: "Linux veth + netns",
-                OVS: "OVS-DPDK + testpmd (vhost-user)"}
-# the peers Sluice is compared with, in column order, with the short name used in ratio headers
-PEERS = ((PEER, "memif"), (LINUX, "Linux"), (OVS, "OVS"))
-# Sluice's scenario 1 mode "poll+pipes": poll NFs with sluiced.pipes on (NF-to-NF pipes, issue 16)
+                OVS: "OVS-DPDK + testpmd (vhost-user)", IO: "one-core ceiling (testpmd io, net_null → net_null)"}
+# the systems Sluice's figures are divided by, in column order, with the short name used in ratio
+# headers: first the one-core ceiling (only 1-NF rows have it), then the peers
+PEERS = ((IO, "ceiling"), (PEER, "memif"), (LINUX, "Linux"), (OVS, "OVS"))
+# Sluice's modes: an NF wakeup mode, then suffixes in this order: "+pipes" (sluiced.pipes on, NF-to-NF
+# pipes, issue 16), "+group" (the chain's NFs as members of one sluice-group process, docs/groups.md),
+# "+fifo" (sluiced.nf_sched fifo; trial modes): "adaptive+pipes+group"
 PIPES = "+pipes"
+GROUP = "+group"
+FIFO = "+fifo"
 WAKEUPS = ("poll", "adaptive", "block")
-# every plotted series: (system, mode) -> label; fixed colours so a system keeps its colour (a mode
-# with pipes has its wakeup mode's colour, drawn dashed)
-SERIES = (((SLUICE, "poll"), "Sluice, poll NFs"), ((SLUICE, "poll" + PIPES), "Sluice, poll NFs, pipes"),
-          ((SLUICE, "adaptive"), "Sluice, adaptive NFs"), ((SLUICE, "adaptive" + PIPES), "Sluice, adaptive NFs, pipes"),
-          ((SLUICE, "block"), "Sluice, block NFs"), ((SLUICE, "block" + PIPES), "Sluice, block NFs, pipes"),
-          ((PEER, None), "testpmd + memif"),
-          ((LINUX, None), "Linux veth + netns (kernel forwarding)"), ((OVS, None), "OVS-DPDK + testpmd (vhost-user)"))
-COLOURS = {(SLUICE, "poll"): "C0", (SLUICE, "adaptive"): "C1", (SLUICE, "block"): "C4", (PEER, None): "C2",
-           (LINUX, None): "C3", (OVS, None): "C5"}
-COLOURS |= {(SLUICE, w + PIPES): COLOURS[(SLUICE, w)] for w in WAKEUPS}
-ORDER = {k: i for i, (k, _) in enumerate(SERIES)}
+_FLAG_WORDS = {"pipes": "pipes", "group": "group", "fifo": "fifo"}
+
+
+def mode_parts(mode) -> tuple:
+    """A Sluice mode -> (wakeup, pipes, group, fifo): "adaptive+pipes+group" -> ("adaptive", True, True, False)."""
+    if not isinstance(mode, str):
+        return mode, False, False, False
+    w, *flags = mode.split("+")
+    return w, "pipes" in flags, "group" in flags, "fifo" in flags
 
 
 def has_pipes(mode) -> bool:
-    """A Sluice mode with NF-to-NF pipes on ("poll+pipes")."""
-    return isinstance(mode, str) and mode.endswith(PIPES)
+    """A Sluice mode with NF-to-NF pipes on ("poll+pipes", "poll+pipes+group")."""
+    return mode_parts(mode)[1]
+
+
+def has_group(mode) -> bool:
+    """A Sluice mode whose NFs run as members of one sluice-group process ("adaptive+pipes+group")."""
+    return mode_parts(mode)[2]
+
+
+def without_pipes(mode):
+    """The same Sluice mode without pipes ("poll+pipes+group" -> "poll+group")."""
+    return mode.replace(PIPES, "", 1) if has_pipes(mode) else mode
+
+
+def with_pipes(mode):
+    """The same Sluice mode with pipes ("poll+group" -> "poll+pipes+group")."""
+    if not isinstance(mode, str) or has_pipes(mode):
+        return mode
+    w, _, rest = mode.partition("+")
+    return w + PIPES + ("+" + rest if rest else "")
+
+
+def without_group(mode):
+    """The same Sluice mode with its NFs as processes ("adaptive+pipes+group" -> "adaptive+pipes")."""
+    return mode.replace(GROUP, "", 1) if has_group(mode) else mode
 
 
 def wakeup_of(mode):
-    """The NF wakeup mode of a Sluice mode ("poll+pipes" -> "poll")."""
-    return mode[:-len(PIPES)] if has_pipes(mode) else mode
+    """A Sluice mode without its pipes ("poll+pipes" -> "poll", "poll+pipes+group" -> "poll+group"):
+    the mode a pipes row is set beside."""
+    return without_pipes(mode)
 
 
 def mode_label(mode) -> str:
-    """A Sluice mode as the tables show it: "poll", "poll, pipes"."""
-    return f"{wakeup_of(mode)}, pipes" if has_pipes(mode) else (mode or "–")
+    """A Sluice mode as the tables show it: "poll", "poll, pipes", "adaptive, pipes, group"."""
+    if not isinstance(mode, str) or not mode:
+        return "–"
+    w, *flags = mode.split("+")
+    return ", ".join([w, *(_FLAG_WORDS.get(f, f) for f in flags)])
+
+
+def sluice_series_label(mode) -> str:
+    """A Sluice mode as the plots' legends show it: "Sluice, adaptive NFs, pipes, group"."""
+    if not isinstance(mode, str) or not mode:
+        return "Sluice"
+    w, *flags = mode.split("+")
+    return ", ".join([f"Sluice, {w} NFs", *(_FLAG_WORDS.get(f, f) for f in flags)])
+
+
+# every plotted series: (system, mode) -> label, in table and legend order: the ceiling, then per
+# wakeup mode Sluice's processes, with pipes, as a group, as a group with pipes, then the peers
+SERIES = (((IO, None), SYSTEM_NAMES[IO]),
+          *(((SLUICE, m), sluice_series_label(m)) for w in WAKEUPS
+            for m in (w, w + PIPES, w + GROUP, w + PIPES + GROUP)),
+          ((PEER, None), "testpmd + memif"),
+          ((LINUX, None), "Linux veth + netns (kernel forwarding)"), ((OVS, None), "OVS-DPDK + testpmd (vhost-user)"))
+# fixed colours so a system keeps its colour: a mode with pipes has its wakeup mode's colour (drawn
+# dashed in scenario 1); group modes have colours of their own, as the bar plots have no line styles
+COLOURS = {(SLUICE, "poll"): "C0", (SLUICE, "adaptive"): "C1", (SLUICE, "block"): "C4", (PEER, None): "C2",
+           (LINUX, None): "C3", (OVS, None): "C5", (IO, None): "black",
+           (SLUICE, "poll" + GROUP): "C9", (SLUICE, "adaptive" + GROUP): "C6", (SLUICE, "block" + GROUP): "C8"}
+COLOURS |= {(SLUICE, with_pipes(m)): COLOURS[(SLUICE, m)] for w in WAKEUPS for m in (w, w + GROUP)}
+ORDER = {k: i for i, (k, _) in enumerate(SERIES)}
+
+
+def colour_of(system, mode=None):
+    """A series' colour; a Sluice mode with +fifo (or another unknown suffix) has its base mode's."""
+    c = COLOURS.get((system, mode))
+    if c is None and system == SLUICE and isinstance(mode, str):
+        w, pipes, group, _ = mode_parts(mode)
+        c = COLOURS.get((SLUICE, w + (PIPES if pipes else "") + (GROUP if group else "")))
+    return c
+
+
+def order_of(system, mode=None) -> float:
+    """A series' place in tables and legends; a Sluice mode with +fifo right after its base mode."""
+    if (system, mode) in ORDER:
+        return ORDER[(system, mode)]
+    if system == SLUICE and isinstance(mode, str):
+        w, pipes, group, _ = mode_parts(mode)
+        base = (SLUICE, w + (PIPES if pipes else "") + (GROUP if group else ""))
+        if base in ORDER:
+            return ORDER[base] + 0.5
+    return 99
+
+
+def series_style(system, mode=None) -> dict:
+    """Line style and marker of a scenario 1 series: pipes dashed, group dash-dotted / dotted."""
+    _, pipes, group, _ = mode_parts(mode) if system == SLUICE else (None, False, False, False)
+    return {"linestyle": ("-." if pipes else ":") if group else ("--" if pipes else "-"),
+            "marker": {(False, False): "o", (True, False): "s", (False, True): "^", (True, True): "D"}[(pipes, group)]}
 
 CHAIN, ZEROLOSS, LATENCY = "chain", "zeroloss", "latency"
 SCENARIOS = (CHAIN, ZEROLOSS, LATENCY)
@@ -138,16 +221,22 @@ def first_line(s, n=80) -> str:
 
 
 def system_label(system: str, mode=None, with_mode: bool = True) -> str:
+    """"Sluice, adaptive, pipes, group"; a peer's name."""
     name = SYSTEM_NAMES.get(system, system)
-    return f"{name}, {mode}" if with_mode and mode else name
+    if not (with_mode and mode):
+        return name
+    return f"{name}, {mode_label(mode) if system == SLUICE else mode}"
 
 
 def series_in(rows: list[dict]) -> list[tuple[tuple, str]]:
-    """The (system, mode) series present in rows, in the fixed order, then any unknown ones."""
+    """The (system, mode) series present in rows, in the fixed order (a Sluice mode with +fifo after
+    its base mode), then any unknown ones."""
     present = {(r.get("system"), r.get("mode")) for r in rows}
-    out = [(k, lab) for k, lab in SERIES if k in present]
-    out += [((s, m), system_label(s, m)) for s, m in sorted(present - set(ORDER), key=str)]
-    return out
+    known = [(k, lab) for k, lab in SERIES if k in present]
+    known += [((s, m), sluice_series_label(m)) for s, m in present - set(ORDER) if order_of(s, m) < 99]
+    known.sort(key=lambda t: order_of(*t[0]))
+    return known + [((s, m), system_label(s, m)) for s, m in sorted(present - set(ORDER), key=str)
+                    if order_of(s, m) >= 99]
 
 
 def peers_in(rows: list[dict]) -> list[tuple[str, str]]:

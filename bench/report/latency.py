@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from .common import (COLOURS, LATENCY, ORDER, PEERS, SLUICE, SYSTEM_NAMES, _finish, _pyplot, _title, and_list, find,
-                     first_line, fmt_rate, fmt_us, loads_in, peers_in, rows_of, series_in, system_label)
+from .common import (LATENCY, PEERS, SLUICE, SYSTEM_NAMES, _finish, _pyplot, _title, and_list, colour_of, find,
+                     first_line, fmt_rate, fmt_us, has_group, loads_in, mode_label, order_of, peers_in, rows_of, series_in,
+                     system_label)
 from .zeroloss import _s, _trial_cfg
 
 PCTS = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"), ("max", "max"))
@@ -60,7 +61,8 @@ def plot_latency_cdf(data: dict, path: Path) -> bool:
                 if not xs:
                     continue
                 nmax = max(nmax, sum(int(c) for _, c in r["histogram"]))
-                ax.plot(xs, ys, label=label, color=COLOURS.get((system, mode)), linewidth=1.4)
+                ax.plot(xs, ys, label=label, color=colour_of(system, mode), linewidth=1.4,
+                        linestyle="-." if has_group(mode) else "-")  # a group's curve stays visible over its processes
             ax.set_xscale("log")
             ax.set_yscale("logit")
             ax.grid(which="major", alpha=0.35)
@@ -121,7 +123,7 @@ def plot_latency_pct(data: dict, path: Path) -> bool:
                 p999.append(r["median_ns"].get("p999", 0) / 1000)
             if not xs:
                 continue
-            colour = COLOURS.get((system, mode))
+            colour = colour_of(system, mode)
             ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3, color=colour, alpha=0.85,
                    edgecolor="black", linewidth=0.4)
             ax.scatter(xs, p50, marker="o", s=16, color="white", edgecolor="black", linewidth=0.8, zorder=3)
@@ -182,7 +184,7 @@ def latency_tables(res: list[dict]) -> list[str]:
                 "| system | load | sent Mpps | p50 µs | p99 µs | p99.9 µs | max µs | lost |"
                 + "".join(f" Sluice ÷ {short} p99 |" for _, short in peers),
                 "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(peers)]
-        for r in sorted(grp, key=lambda r: (ORDER.get((r["system"], r.get("mode")), 99), r.get("load") or 0)):
+        for r in sorted(grp, key=lambda r: (order_of(r["system"], r.get("mode")), r.get("load") or 0)):
             lead = f"| {system_label(r['system'], r.get('mode'))} | {r.get('load', 0):.0%} |"
             rates = [x for x in (r.get("runs_sent_pps") or r.get("runs_rate_pps") or []) if x is not None]
             rate = fmt_rate(statistics.median(rates)) if rates else "–"
@@ -229,17 +231,19 @@ def _floor_reading(data: dict, nfs: list[int]) -> list[str]:
 def latency_reading(data: dict) -> list[str]:
     res = rows_of(data["results"], LATENCY)
     out = []
+    sl_modes = sorted({r.get("mode") for r in res if r["system"] == SLUICE}, key=lambda m: order_of(SLUICE, m))
     for n, size in _lat_groups(res):
         for ld in loads_in(res):
-            s = find(res, SLUICE, n, size, "poll", scenario=LATENCY, load=ld) or next(
-                (r for r in res if r["system"] == SLUICE and r["nfs"] == n and r["size"] == size
-                 and r.get("load") == ld and r.get("median_ns")), None)
-            if not s:
+            # every Sluice mode of the run (e.g. adaptive, pipes and its group form)
+            sl = [s for m in sl_modes for s in [find(res, SLUICE, n, size, m, scenario=LATENCY, load=ld)] if s]
+            if not sl:
                 continue
             parts = [f"{SYSTEM_NAMES[system]} {fmt_us(p['median_ns'].get('p99'))}"
                      for system, _ in PEERS
                      for p in [find(res, system, n, size, None, scenario=LATENCY, load=ld)] if p]
-            out.append(f"- {n} NF{'s' if n > 1 else ''}, {ld:.0%} load: Sluice p99 {fmt_us(s['median_ns'].get('p99'))} µs"
+            mine = (f"{fmt_us(sl[0]['median_ns'].get('p99'))}" if len(sl_modes) == 1 else
+                    ", ".join(f"{fmt_us(s['median_ns'].get('p99'))} ({mode_label(s.get('mode'))})" for s in sl))
+            out.append(f"- {n} NF{'s' if n > 1 else ''}, {ld:.0%} load: Sluice p99 {mine} µs"
                        + (" vs " + ", ".join(parts) + " µs" if parts else "") + ".")
     out += _floor_reading(data, sorted({n for n, _ in _lat_groups(res)}))
     lossy = [r for r in res if sum(x for x in (r.get("runs_lost") or []) if x) > 0]

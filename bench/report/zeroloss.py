@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from .common import (COLOURS, ORDER, PEERS, SLUICE, SYSTEM_NAMES, ZEROLOSS, _finish, _pyplot, _title, and_list, find,
-                     first_line, fmt, fmt_rate, peers_in, rows_of, scenario_of, series_in, system_label)
+from .common import (PEERS, SLUICE, SYSTEM_NAMES, ZEROLOSS, _finish, _pyplot, _title, and_list, colour_of, find,
+                     first_line, fmt, fmt_rate, has_group, mode_label, order_of, peers_in, rows_of, scenario_of,
+                     series_in, system_label, without_group)
 
 
 def _bound_runs(r: dict) -> tuple[int, int]:
@@ -28,7 +29,7 @@ def plot_zeroloss(data: dict, path: Path) -> bool:
     series = series_in(res)
     meds = [r["median_pps"] / 1e6 for r in res if r["median_pps"] > 0]
     logy = bool(meds) and max(meds) / min(meds) > 20
-    fig, axes = plt.subplots(1, len(sizes), figsize=(max(6.0, 1.2 + 1.1 * len(series) * 2) * len(sizes), 5.0),
+    fig, axes = plt.subplots(1, len(sizes), figsize=(max(8.0, 1.2 + 1.1 * len(series) * 2) * len(sizes), 5.0),
                              squeeze=False)
     width = 0.8 / max(1, len(series))
     any_bound = False
@@ -49,7 +50,7 @@ def plot_zeroloss(data: dict, path: Path) -> bool:
                 bound.append(_bound_runs(r)[0] > 0)
             if not xs:
                 continue
-            colour = COLOURS.get((system, mode))
+            colour = colour_of(system, mode)
             bars = ax.bar(xs, ys, width, label=label, yerr=[lo, hi], capsize=3, color=colour,
                           edgecolor="black", linewidth=0.4)
             for b, y, bd in zip(bars, ys, bound):
@@ -191,7 +192,7 @@ def zeroloss_table(res: list[dict]) -> tuple[list[str], bool]:
     for n, size in sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0])):
         ps = [find(res, s, n, size, None, scenario=ZEROLOSS) for s, _ in peers]
         group = sorted((r for r in res if r["nfs"] == n and r["size"] == size),
-                       key=lambda r: ORDER.get((r["system"], r.get("mode")), 99))
+                       key=lambda r: order_of(r["system"], r.get("mode")))
         for r in group:
             lead = f"| {n} |" + (f" {size} |" if multi_size else "") + f" {system_label(r['system'], r.get('mode'))} |"
             if r.get("median_pps") is None:
@@ -225,27 +226,36 @@ def zeroloss_table(res: list[dict]) -> tuple[list[str], bool]:
 def zeroloss_reading(data: dict) -> list[str]:
     res = rows_of(data["results"], ZEROLOSS)
     out = []
+    sl_modes = sorted({r.get("mode") for r in res if r["system"] == SLUICE}, key=lambda m: order_of(SLUICE, m))
     for n, size in sorted({(r["nfs"], r["size"]) for r in res}, key=lambda k: (k[1], k[0])):
-        s = find(res, SLUICE, n, size, "poll", scenario=ZEROLOSS) or next(
-            (r for r in res if r["system"] == SLUICE and r["nfs"] == n and r["size"] == size
-             and r.get("median_pps") is not None), None)
-        if not s:
-            continue
-        parts = []
-        for system, _ in PEERS:
-            p = find(res, system, n, size, None, scenario=ZEROLOSS)
-            if p and p["median_pps"]:
-                parts.append(f"{SYSTEM_NAMES[system]} {_zl_cell(p)} Mpps (Sluice / it {_zl_ratio(s, p)[0]})")
-        out.append(f"- {n} NF{'s' if n > 1 else ''}, {size} B: Sluice {_zl_cell(s)} Mpps"
-                   + (" vs " + ", ".join(parts) if parts else "") + ".")
-    for system in sorted({r["system"] for r in res}, key=lambda s: ORDER.get((s, None), ORDER.get((s, "poll"), 99))):
-        pts = [(n, find(res, system, n, size, r_mode, scenario=ZEROLOSS))
-               for n, size, r_mode in sorted({(r["nfs"], r["size"], r.get("mode")) for r in res if r["system"] == system})]
-        pts = [(n, r) for n, r in pts if r]
-        if len(pts) > 1 and pts[0][1]["median_pps"]:
-            a, b = pts[0], pts[-1]
-            out.append(f"- {SYSTEM_NAMES.get(system, system)}: {b[0]} NFs keep "
-                       f"{b[1]['median_pps'] / a[1]['median_pps']:.0%} of the {a[0]}-NF zero-loss rate.")
+        # every Sluice mode of the run (e.g. adaptive, pipes and its group form), each against the peers
+        for mode in sl_modes:
+            s = find(res, SLUICE, n, size, mode, scenario=ZEROLOSS)
+            if not s:
+                continue
+            parts = []
+            for system, _ in PEERS:
+                p = find(res, system, n, size, None, scenario=ZEROLOSS)
+                if p and p["median_pps"]:
+                    parts.append(f"{SYSTEM_NAMES[system]} {_zl_cell(p)} Mpps (Sluice / it {_zl_ratio(s, p)[0]})")
+            if has_group(mode):
+                a = find(res, SLUICE, n, size, without_group(mode), scenario=ZEROLOSS)
+                if a and a["median_pps"]:
+                    parts.append(f"Sluice {mode_label(without_group(mode))} {_zl_cell(a)} Mpps (group / processes "
+                                 f"{_zl_ratio(s, a)[0]})")
+            who = f"Sluice ({mode_label(mode)})" if len(sl_modes) > 1 else "Sluice"
+            out.append(f"- {n} NF{'s' if n > 1 else ''}, {size} B: {who} {_zl_cell(s)} Mpps"
+                       + (" vs " + ", ".join(parts) if parts else "") + ".")
+    for system, mode in sorted({(r["system"], r.get("mode")) for r in res}, key=lambda k: order_of(*k)):
+        for size in sorted({r["size"] for r in res}):
+            pts = [(n, find(res, system, n, size, mode, scenario=ZEROLOSS))
+                   for n in sorted({r["nfs"] for r in res if r["system"] == system and r.get("mode") == mode})]
+            pts = [(n, r) for n, r in pts if r]
+            if len(pts) > 1 and pts[0][1]["median_pps"]:
+                a, b = pts[0], pts[-1]
+                who = system_label(system, mode) if system == SLUICE and len(sl_modes) > 1 else SYSTEM_NAMES.get(system, system)
+                out.append(f"- {who}: {b[0]} NFs keep "
+                           f"{b[1]['median_pps'] / a[1]['median_pps']:.0%} of the {a[0]}-NF zero-loss rate.")
     spreads = [(r["max_pps"] - r["min_pps"]) / r["median_pps"] for r in res
                if r.get("median_pps") and len(r.get("runs_pps") or []) > 1 and r.get("max_pps") is not None]
     if spreads:
