@@ -60,6 +60,10 @@ IO = "testpmd-io"  # the one-core ceiling: scenario 1, N = 1 only (it has no NF)
 SCENARIOS = ("chain", "zeroloss", "latency")
 SCENARIO_ALIASES = {"fabric": "chain", "1": "chain", "2": "zeroloss", "3": "latency"}
 SYSTEM_ORDER = {s: i for i, s in enumerate(SYSTEMS)}
+# Scenario 3 also measures every system at one absolute rate, COMMON_LOAD x the zero-loss rate of
+# COMMON_REF in the same round (rows "latency_common"): the same load for all, where the percentage
+# loads give each system its own
+COMMON_REF, COMMON_LOAD, LATENCY_COMMON = "linux-veth", 0.5, "latency_common"
 
 
 def parse_list(s: str, conv=str) -> list:
@@ -178,12 +182,15 @@ def trials_session(system: str, nfs: int, args, logdir: Path, tag: str, trial_mo
 def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> list[dict]:
     """Scenarios 2 and 3: per round, per chain length, per system (alternating) one session that
     searches the zero-loss rate and then (scenario 3) measures latency at LOADS x that rate."""
-    # Sluice once per --trial-mode (e.g. adaptive+pipes and adaptive+pipes+group), the peers once
-    variants = [(s, m) for s in SYSTEMS if s in args.trial_systems
-                for m in (args.trial_modes if s == "sluice" else [None])]
+    # Sluice once per --trial-mode (e.g. adaptive+pipes and adaptive+pipes+group), the peers once;
+    # Linux first in each round: its zero-loss rate sets the common load every system is measured at
+    order = sorted((s for s in SYSTEMS if s in args.trial_systems), key=lambda s: s != COMMON_REF)
+    variants = [(s, m) for s in order for m in (args.trial_modes if s == "sluice" else [None])]
     searches: dict[tuple, list] = {(s, m, n): [] for s, m in variants for n in args.trial_nfs}
     lat_runs: dict[tuple, list] = {(s, m, n, ld): [] for s, m in variants for n in args.trial_nfs
                                    for ld in rfc2544.LOADS}
+    common_runs: dict[tuple, list] = {(s, m, n): [] for s, m in variants for n in args.trial_nfs}
+    common_pps: dict[tuple, float] = {}  # (round, N) -> the reference's zero-loss rate x COMMON_LOAD
     for rnd in range(args.runs):
         for n in args.trial_nfs:
             for system, mode in variants:
@@ -211,6 +218,16 @@ def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> li
                                 parts.append(f"{ld:.0%}: p50 {lat.get('p50', 0) / 1e3:.1f} p99 {lat.get('p99', 0) / 1e3:.1f} us"
                                              + (f" lost {r['lost']}" if r["lost"] else ""))
                             msg += "; latency " + ", ".join(parts)
+                            if system == COMMON_REF:
+                                common_pps[(rnd, n)] = COMMON_LOAD * res.zero_loss_pps
+                            rate = common_pps.get((rnd, n))
+                            if rate:  # every system at the same absolute load (the reference's 50 %)
+                                r = sess.trial(rate, args.latency_duration, args.trial_warmup)
+                                common_runs[(system, mode, n)].append(r)
+                                lat = r.get("latency_ns") or {}
+                                msg += (f"; at {rate / 1e6:.3f} Mpps ({COMMON_REF} {COMMON_LOAD:.0%}): p50 "
+                                        f"{lat.get('p50', 0) / 1e3:.1f} p99 {lat.get('p99', 0) / 1e3:.1f} us"
+                                        + (f" lost {r['lost']}" if r["lost"] else ""))
                     progress.step(f"{msg}  [{time.monotonic() - t0:.1f} s]")
                 except BenchError as e:
                     errors.append({"scenario": "zeroloss", "system": system, "nfs": n, "size": args.trial_size,
@@ -227,6 +244,10 @@ def run_trials(args, logdir: Path, progress: Progress, errors: list[dict]) -> li
         if args.latency:
             for ld in rfc2544.LOADS:
                 rows.append(rfc2544.latency_row(system, n, args.trial_size, mode, ld, lat_runs[(system, mode, n, ld)]))
+            if common_runs[(system, mode, n)]:
+                row = rfc2544.latency_row(system, n, args.trial_size, mode, COMMON_LOAD, common_runs[(system, mode, n)])
+                row.update(scenario=LATENCY_COMMON, rate_of=COMMON_REF)
+                rows.append(row)
     return rows
 
 
@@ -299,6 +320,18 @@ def trials_table(results: list[dict]) -> str:
                 lines.append(f"{who(r):<30} {r['nfs']:>3} {r['load']:>5.0%} {'-':>9}")
                 continue
             lines.append(f"{who(r):<30} {r['nfs']:>3} {r['load']:>5.0%} " + " ".join(
+                f"{m[p] / 1e3:>9.1f}" for p in ("p50", "p99", "p999", "max")) + f" {sum(r['runs_lost']):>6}")
+    com = [r for r in results if r.get("scenario") == LATENCY_COMMON]
+    if com:
+        lines += ["", f"{'at ' + COMMON_REF + ' ' + format(COMMON_LOAD, '.0%') + ' (us)':<30} {'NFs':>3} {'Mpps':>5} "
+                  f"{'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9} {'lost':>6}", "-" * 80]
+        for r in sorted(com, key=lambda r: (r["nfs"], SYSTEM_ORDER.get(r["system"], 9), mode_key(r.get("mode")))):
+            m = r.get("median_ns")
+            rate = statistics.median(r["runs_rate_pps"]) / 1e6 if r.get("runs_rate_pps") else 0
+            if not m:
+                lines.append(f"{who(r):<30} {r['nfs']:>3} {rate:>5.2f} {'-':>9}")
+                continue
+            lines.append(f"{who(r):<30} {r['nfs']:>3} {rate:>5.2f} " + " ".join(
                 f"{m[p] / 1e3:>9.1f}" for p in ("p50", "p99", "p999", "max")) + f" {sum(r['runs_lost']):>6}")
     return "\n".join(lines)
 

@@ -11,7 +11,7 @@ from .common import (CHAIN, LATENCY, NOTES, NOTES_OVS, REPO, SCENARIOS, ZEROLOSS
 from .density import density_section
 from .figures import _images
 from .history import history_rows
-from .latency import latency_method, latency_reading, latency_tables
+from .latency import common_load_table, latency_method, latency_reading, latency_tables
 from .nfs import nfs_section
 from .sockets import sockets_section
 from .steering import steering_section
@@ -112,6 +112,7 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
         p, d = h
         L += [_headline_line(p, d, out_dir), ""] + latency_method(d) + [""]
         L += latency_tables(rows_of(d["results"], LATENCY))
+        L += common_load_table(d["results"])
         L += _images(p, d, LATENCY, results_dir, out_dir, draw)
         rd = latency_reading(d)
         if rd:

@@ -212,6 +212,30 @@ def latency_tables(res: list[dict]) -> list[str]:
     return out
 
 
+def common_load_table(results: list[dict]) -> list[str]:
+    """Rows "latency_common" (bench/run.py): every system at one absolute rate, the reference's (Linux's)
+    zero-loss rate x its load in the same round -- the same load for all, where the percentage loads give
+    each system its own."""
+    res = [r for r in results if isinstance(r, dict) and r.get("scenario") == "latency_common"]
+    if not res:
+        return []
+    ref = SYSTEM_NAMES.get(res[0].get("rate_of"), res[0].get("rate_of"))
+    out = [f"**At one absolute rate for all**: {res[0].get('load', 0):.0%} of {ref}'s zero-loss rate in the same "
+           "round (the offered rate per round varies with that rate; median of rounds).", "",
+           "| system | NFs | offered Mpps | p50 µs | p99 µs | p99.9 µs | max µs | lost |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(res, key=lambda r: (r["nfs"], order_of(r["system"], r.get("mode")))):
+        rates = [x for x in (r.get("runs_rate_pps") or []) if x is not None]
+        rate = fmt_rate(statistics.median(rates)) if rates else "–"
+        lost = sum(x for x in (r.get("runs_lost") or []) if x is not None)
+        lead = f"| {system_label(r['system'], r.get('mode'))} | {r['nfs']} | {rate} |"
+        if not r.get("median_ns"):
+            out.append(f"{lead} failed | | | | {lost:,} |")
+            continue
+        out.append(f"{lead} " + " | ".join(_lat_cell(r, p) for p, _ in PCTS) + f" | {f'**{lost:,}**' if lost else 0} |")
+    return out + [""]
+
+
 def _floor_reading(data: dict, nfs: list[int]) -> list[str]:
     """What the run's process-switch cost alone puts under Sluice's latency: gen, the N NFs and the
     sink take turns on core 0, so a packet crosses N + 1 switches (bench/notes.md "The floor of a 3-NF
