@@ -10,20 +10,39 @@ from .common import (_finish, _headline_line, _link, _pyplot, _title, _try_plot,
                      is_quick, rows_of, stamp_of)
 
 DENSITY_TARGET = {"nfs": 2000, "size": 700, "pps": 1.4e6, "p99_ns": 5e6}  # issue 6, scenario 5
+FORMS = ("process", "group")  # bench/density.py --forms: N NF processes, or one sluice-group hosting the N
+# plot styles per form: throughput and latency-trial series, then the series at the target's offered rate
+_STYLE = {"process": ({"linestyle": "-", "marker": "o"}, {"linestyle": "--", "marker": "s"}),
+          "group": ({"linestyle": "-.", "marker": "D", "markerfacecolor": "none"},
+                    {"linestyle": ":", "marker": "s", "markerfacecolor": "none"})}
+
+
+def form_of(r: dict) -> str:
+    """A row's form; rows from files older than --forms are processes."""
+    return r.get("form") or "process"
+
+
+def _form_order(f: str) -> int:
+    return FORMS.index(f) if f in FORMS else len(FORMS)
 
 
 def density_rows(loaded: list[tuple[Path, dict]]) -> list[tuple[Path, dict, dict]]:
-    """Scenario 5 rows to report: per (N, size), the newest full (non --quick) run that measured it,
-    so a sweep run in parts (`--nfs 1000,2000 --sizes 700`, ...) is merged; quick runs only when no
-    full run has the scenario. Returns (file, its data, row), by N then size."""
+    """Scenario 5 rows to report: per (N, size, form), the newest full (non --quick) run that measured
+    it, so a sweep run in parts (`--nfs 1000,2000 --sizes 700`, `--forms group`, ...) is merged; quick
+    runs only when no full run has the scenario. Returns (file, its data, row), by N, size, form."""
     having = [(p, d) for p, d in loaded if rows_of(d["results"], "density")]
     full = [(p, d) for p, d in having if not is_quick(d)] or having[-1:]
     best: dict[tuple, tuple] = {}
     for p, d in full:  # oldest first: newer files overwrite
         for r in rows_of(d["results"], "density"):
-            if r.get("median_pps") is not None or (r.get("nfs"), r.get("size")) not in best:
-                best[(r.get("nfs"), r.get("size"))] = (p, d, r)
-    return [best[k] for k in sorted(best, key=lambda k: (k[0] or 0, k[1] or 0))]
+            key = (r.get("nfs"), r.get("size"), form_of(r))
+            if r.get("median_pps") is not None or key not in best:
+                best[key] = (p, d, r)
+    return [best[k] for k in sorted(best, key=lambda k: (k[0] or 0, k[1] or 0, _form_order(k[2])))]
+
+
+def forms_in(rows: list[dict]) -> list[str]:
+    return sorted({form_of(r) for r in rows}, key=_form_order)
 
 
 def _dens_pct(r: dict, trial: str, p: str, what: str = "median"):
@@ -47,37 +66,18 @@ def plot_density(data: dict, path: Path, rows: list[dict] | None = None) -> bool
         return False
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.6))
     sizes = sorted({r["size"] for r in res})
+    forms = forms_in(res)
     T = DENSITY_TARGET
     for i, size in enumerate(sizes):
-        rs = sorted((r for r in res if r["size"] == size), key=lambda r: r["nfs"])
-        xs = [r["nfs"] for r in rs]
-        med = [r["median_pps"] / 1e6 for r in rs]
-        lo = [m - r["min_pps"] / 1e6 for m, r in zip(med, rs)]
-        hi = [r["max_pps"] / 1e6 - m for m, r in zip(med, rs)]
-        lab = _size_label(rs[0])
-        axes[0].errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=3, color=f"C{i}", label=f"{lab}: throughput")
-        lat = [(r["nfs"], _dens_pct(r, "latency", "p99"), _dens_pct(r, "latency", "p99", "min"),
-                _dens_pct(r, "latency", "p99", "max")) for r in rs if _dens_pct(r, "latency", "p99")]
-        if lat:
-            m = [v / 1e6 for _, v, _, _ in lat]
-            axes[1].errorbar([x for x, *_ in lat], m, yerr=[[a - b / 1e6 for a, (_, _, b, _) in zip(m, lat)],
-                                                            [c / 1e6 - a for a, (_, _, _, c) in zip(m, lat)]],
-                             marker="o", capsize=3, color=f"C{i}",
-                             label=f"{lab}: p99 at {data.get('config', {}).get('lat_load', 0.5):.0%} of throughput")
-        tg = [(r["nfs"], _dens_pct(r, "target", "p99")) for r in rs if _dens_pct(r, "target", "p99")]
-        if tg:
-            axes[1].plot([x for x, _ in tg], [v / 1e6 for _, v in tg], marker="s", linestyle="--", color=f"C{i}",
-                         label=f"{lab}: p99 at {T['pps'] / 1e6:g} Mpps offered")
-            axes[0].plot([x for x, _ in tg], [(r.get("target") or {}).get("delivered_pps", 0) / 1e6 for r in rs
-                                              if _dens_pct(r, "target", "p99")],
-                         marker="s", linestyle="--", color=f"C{i}", label=f"{lab}: delivered at {T['pps'] / 1e6:g} Mpps offered")
-        mem = [(r["nfs"], r.get("median_memory_kib")) for r in rs if r.get("median_memory_kib")]
-        if mem and i == 0:
-            axes[2].plot([x for x, _ in mem], [v / 1024 for _, v in mem], marker="o", color="C2", label="total memory")
-            nfp = [(r["nfs"], (r.get("memory") or {}).get("nfs_private_kib")) for r in rs
-                   if (r.get("memory") or {}).get("nfs_private_kib") is not None]
-            axes[2].plot([x for x, _ in nfp], [v / 1024 for _, v in nfp], marker="^", color="C4",
-                         label="of which the NFs' private memory")
+        for form in forms:
+            rs = sorted((r for r in res if r["size"] == size and form_of(r) == form), key=lambda r: r["nfs"])
+            if not rs:
+                continue
+            st, st_tg = _STYLE.get(form, _STYLE["process"])
+            lab = _size_label(rs[0]) + (f", {_form_label(form)}" if len(forms) > 1 else "")
+            _plot_form(axes, data, rs, lab, f"C{i}", st, st_tg, T)
+            if size == sizes[0]:  # memory is per session: the same for every size
+                _plot_memory(axes[2], rs, st, (f"{_form_label(form)}: " if len(forms) > 1 else ""))
     axes[0].axhline(T["pps"] / 1e6, color="C3", linestyle=":", linewidth=1)
     axes[0].plot([T["nfs"]], [T["pps"] / 1e6], marker="*", markersize=12, color="C3", linestyle="none",
                  label=f"target: ≥ {T['pps'] / 1e6:g} Mpps at {T['nfs']} NFs, {T['size']} B")
@@ -101,14 +101,59 @@ def plot_density(data: dict, path: Path, rows: list[dict] | None = None) -> bool
         ax.set_xlabel("NFs (N)")
         ax.set_title(t, fontsize=9)
         ax.grid(alpha=0.35, which="both")
-    fig.suptitle(_title(data, "NF count sweep: 2 of N NFs per packet, round robin"), fontsize=10)
+    what = "NF count sweep: 2 of N NFs per packet, round robin"
+    if len(forms) > 1:
+        what += f" ({' vs '.join(_form_label(f) for f in forms)})"
+    fig.suptitle(_title(data, what), fontsize=10)
     handles, labels = [], []
     for ax in axes:
         h, lab = ax.get_legend_handles_labels()
         handles += h
         labels += lab
-    _finish(fig, path, handles, labels, ncol=3)
+    _finish(fig, path, handles, labels, ncol=3 if len(forms) == 1 else 4)
     return True
+
+
+def _form_label(form: str) -> str:
+    return {"process": "N processes", "group": "one group"}.get(form, form)
+
+
+def _plot_form(axes, data: dict, rs: list[dict], lab: str, color: str, st: dict, st_tg: dict, T: dict) -> None:
+    """One form's series of one size: throughput (min-max bars), p99 of the latency trial, and at the
+    target's offered rate the delivered rate and p99."""
+    xs = [r["nfs"] for r in rs]
+    med = [r["median_pps"] / 1e6 for r in rs]
+    lo = [m - r["min_pps"] / 1e6 for m, r in zip(med, rs)]
+    hi = [r["max_pps"] / 1e6 - m for m, r in zip(med, rs)]
+    axes[0].errorbar(xs, med, yerr=[lo, hi], capsize=3, color=color, label=f"{lab}: throughput", **st)
+    lat = [(r["nfs"], _dens_pct(r, "latency", "p99"), _dens_pct(r, "latency", "p99", "min"),
+            _dens_pct(r, "latency", "p99", "max")) for r in rs if _dens_pct(r, "latency", "p99")]
+    if lat:
+        m = [v / 1e6 for _, v, _, _ in lat]
+        axes[1].errorbar([x for x, *_ in lat], m, yerr=[[a - b / 1e6 for a, (_, _, b, _) in zip(m, lat)],
+                                                        [c / 1e6 - a for a, (_, _, _, c) in zip(m, lat)]],
+                         capsize=3, color=color,
+                         label=f"{lab}: p99 at {data.get('config', {}).get('lat_load', 0.5):.0%} of throughput", **st)
+    tg = [(r["nfs"], _dens_pct(r, "target", "p99")) for r in rs if _dens_pct(r, "target", "p99")]
+    if tg:
+        axes[1].plot([x for x, _ in tg], [v / 1e6 for _, v in tg], color=color,
+                     label=f"{lab}: p99 at {T['pps'] / 1e6:g} Mpps offered", **st_tg)
+        axes[0].plot([x for x, _ in tg], [(r.get("target") or {}).get("delivered_pps", 0) / 1e6 for r in rs
+                                          if _dens_pct(r, "target", "p99")],
+                     color=color, label=f"{lab}: delivered at {T['pps'] / 1e6:g} Mpps offered", **st_tg)
+
+
+def _plot_memory(ax, rs: list[dict], st: dict, prefix: str) -> None:
+    mem = [(r["nfs"], r.get("median_memory_kib")) for r in rs if r.get("median_memory_kib")]
+    if not mem:
+        return
+    st = {k: v for k, v in st.items() if k != "marker"}
+    ax.plot([x for x, _ in mem], [v / 1024 for _, v in mem], marker="o", color="C2",
+            label=f"{prefix}total memory", **st)
+    nfp = [(r["nfs"], (r.get("memory") or {}).get("nfs_private_kib")) for r in rs
+           if (r.get("memory") or {}).get("nfs_private_kib") is not None]
+    ax.plot([x for x, _ in nfp], [v / 1024 for _, v in nfp], marker="^", color="C4",
+            label=f"{prefix}of which the NFs' private memory", **st)
 
 
 def density_method(d: dict) -> list[str]:
@@ -135,6 +180,12 @@ def density_method(d: dict) -> list[str]:
         f"core {cfg.get('nf_core', 0)}. A/B NFs: `--wakeup {cfg.get('nf_wakeup', '?')} --batch {cfg.get('nf_batch', '?')} "
         f"--timeout-us {cfg.get('nf_timeout_us', '?')}` (they sleep until sluiced kicks them: that many packets "
         "waiting, or the oldest waited that long); gen and sink block too."
+        + (" **Forms**: with `--forms process,group` every N is also measured as *one* `sluice-group` process "
+           "hosting the N `fwd`s as members (docs/groups.md; same names, services and options, same CPU cgroup, "
+           "each member attached to sluiced as an NF of its own), right after the processes in the same round. "
+           "For a group, \"NF runs\" are the group process's runs and the NFs' private memory is the group "
+           "process's (per member: that / N)."
+           if "group" in (cfg.get("forms") or []) else "")
         + groups
         + f" `ring_size` {cfg.get('ring_size', '?')}, `pool_mbufs` {cfg.get('pool_mbufs', 0):,}."
         + "".join(f" Size {s} B is sent as {f} B frames, the smallest that holds gen's 24-byte stamp (without it "
@@ -184,7 +235,8 @@ def density_section(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir:
         L += [_headline_line(p, d, out_dir), ""]
     else:
         L += ["Rows from " + and_list(f"[`{f.name}`]({_link(f, out_dir)})" for f, _ in files)
-              + " (per N and size the newest full run that measured it; the method below is the newest's).", ""]
+              + f" (per N{', size and form' if len({form_of(r) for _, _, r in picked}) > 1 else ' and size'} the newest "
+              "full run that measured it; the method below is the newest's).", ""]
         keys = ("nf_wakeup", "nf_batch", "nf_timeout_us", "ring_size", "pool_mbufs", "runs", "lat_load",
                 "tester_share", "gen_paced_share")
         diff = [k for k in keys if len({json.dumps(fd.get("config", {}).get(k)) for _, fd in files}) > 1]
@@ -198,19 +250,24 @@ def density_section(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir:
     L += density_method(d) + [""]
     rows = [r for _, _, r in picked]
     T = DENSITY_TARGET
-    L += ["| N | size | Mpps (min–max) | lost in fabric | latency trial: Mpps | p50 | p99 | "
-          f"at {T['pps'] / 1e6:g} Mpps: delivered | p50 | p99 | sluiced CPU (control) | memory |",
-          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    forms = forms_in(rows)
+    multi = len(forms) > 1  # a form column only when there is more than one (older files: processes only)
+
+    def fc(r: dict) -> str:
+        return f" {form_of(r)} |" if multi else ""
+    L += ["| N | size |" + (" form |" if multi else "") + " Mpps (min–max) | lost in fabric | latency trial: Mpps | "
+          f"p50 | p99 | at {T['pps'] / 1e6:g} Mpps: delivered | p50 | p99 | sluiced CPU (control) | memory |",
+          "|---:|---|" + ("---|" if multi else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r.get("median_pps") is None:
-            L.append(f"| {r['nfs']} | {_size_label(r)} | failed | | | | | | | | | |")
+            L.append(f"| {r['nfs']} | {_size_label(r)} |{fc(r)} failed | | | | | | | | | |")
             continue
         lat, tg = r.get("latency") or {}, r.get("target") or {}
         lost = r.get("median_lost_share")
         lat_lost, tg_lost = sum(lat.get("lost") or []), sum(tg.get("lost") or [])
         ctl = _mech(r, "control_cpu")
         L.append(
-            f"| {r['nfs']} | {_size_label(r)} | **{fmt_rate(r['median_pps'])}** ({fmt_rate(r['min_pps'])}–"
+            f"| {r['nfs']} | {_size_label(r)} |{fc(r)} **{fmt_rate(r['median_pps'])}** ({fmt_rate(r['min_pps'])}–"
             f"{fmt_rate(r['max_pps'])}) | {'–' if lost is None else f'{lost:.1%}'} | "
             + (f"{fmt_rate(lat.get('delivered_pps'))}" + (f" (lost {lat_lost:,})" if lat_lost else "") + " | "
                f"{_ms(_dens_pct(r, 'latency', 'p50'))} | **{_ms(_dens_pct(r, 'latency', 'p99'))}** | " if lat
@@ -224,32 +281,39 @@ def density_section(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir:
           "(offered: the given share of that round's throughput). lost: counted packets that never arrived, "
           "all rounds together.</sub>", ""]
     L += ["**Memory and start-up** per N (one session measures every size; median of rounds):", "",
-          "| N | total memory | sluiced (RSS + huge pages) | packet region | NFs' private memory (per NF) | "
-          "all N attached after | NFs per second |", "|---:|---:|---:|---:|---:|---:|---:|"]
+          "| N |" + (" form |" if multi else "") + " total memory | sluiced (RSS + huge pages) | packet region | "
+          "NFs' private memory (per NF) | all N attached after | NFs per second |",
+          "|---:|" + ("---|" if multi else "") + "---:|---:|---:|---:|---:|---:|"]
     seen = set()
     for r in rows:
-        if r["nfs"] in seen or not r.get("memory"):
+        if (r["nfs"], form_of(r)) in seen or not r.get("memory"):
             continue
-        seen.add(r["nfs"])
+        seen.add((r["nfs"], form_of(r)))
         m = r["memory"]
         att = r.get("median_attach_s")
         sl = m.get("sluiced_vmrss_kib", 0) + m.get("sluiced_hugetlb_kib", 0)
-        L.append(f"| {r['nfs']} | **{r.get('median_memory_kib', 0) / 1024:,.0f} MiB** | {sl / 1024:,.0f} MiB | "
+        # per NF: the median NF process, or for a group its process's private memory / N (per member)
+        per = ((r.get("median_nf_private_kib_per_member") or m.get("nf_private_kib_per_member"))
+               if form_of(r) == "group" else m.get("nf_private_kib_median")) or 0
+        L.append(f"| {r['nfs']} |{fc(r)} **{r.get('median_memory_kib', 0) / 1024:,.0f} MiB** | {sl / 1024:,.0f} MiB | "
                  f"{(m.get('region_bytes') or 0) / 2**20:,.0f} MiB | {m.get('nfs_private_kib', 0) / 1024:,.1f} MiB "
-                 f"({m.get('nf_private_kib_median') or 0:,.0f} KiB) | "
+                 f"({per:,.0f} KiB{' per member' if form_of(r) == 'group' else ''}) | "
                  + (f"{att:.2f} s | {r['nfs'] / att:,.0f}" if att else "– | –") + " |")
     L += ["", "**What bounds it**: the throughput trial (gen unlimited), medians of rounds:", "",
-          "| N | size | NF runs per s | CPU per NF run | packets per NF run | NFs waiting runnable | "
-          "core 0: NFs / gen / sink | sluiced kicks per s | doorbells per s |",
-          "|---:|---|---:|---:|---:|---:|---|---:|---:|"]
+          "| N | size |" + (" form |" if multi else "") + " NF runs per s | CPU per NF run | packets per NF run | "
+          "NFs waiting runnable | core 0: NFs / gen / sink | sluiced kicks per s | doorbells per s |",
+          "|---:|---|" + ("---|" if multi else "") + "---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         m = r.get("mechanism") or {}
         if r.get("median_pps") is None or not m:
             continue
-        L.append(f"| {r['nfs']} | {_size_label(r)} | {m.get('nf_runs_per_s', 0):,.0f} | "
+        L.append(f"| {r['nfs']} | {_size_label(r)} |{fc(r)} {m.get('nf_runs_per_s', 0):,.0f} | "
                  f"{m.get('nf_us_per_run', 0):.1f} µs | {m.get('nf_pkts_per_run', 0):.1f} | "
                  f"{m.get('nf_runnable_waiting', 0):,.0f} | {m.get('nfs_cpu', 0):.0%} / {m.get('gen_cpu', 0):.0%} / "
                  f"{m.get('sink_cpu', 0):.0%} | {m.get('nf_kicks_per_s', 0):,.0f} | {m.get('doorbells_per_s', 0):,.0f} |")
+    if multi:
+        L += ["", "<sub>For a group, an \"NF run\" is a run of its one process (all N members turned), and "
+              "\"NFs waiting runnable\" is that process.</sub>"]
     L.append("")
     png = results_dir / f"{stamp_of(p)}.png" if len(files) == 1 else results_dir / "density-merged.png"
     if len(files) == 1:
@@ -263,7 +327,8 @@ def density_section(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir:
     errs = [(f, e) for f, fd in files for e in fd.get("errors", [])]
     if errs:
         L += [f"{len(errs)} session(s) failed: " + "; ".join(
-            f"N={e.get('nfs')} round {e.get('round')}: {first_line(e.get('error', ''))}" for _, e in errs[:5]), ""]
+            f"N={e.get('nfs')}" + (f" ({e['form']})" if e.get("form", "process") != "process" else "")
+            + f" round {e.get('round')}: {first_line(e.get('error', ''))}" for _, e in errs[:5]), ""]
     return L
 
 
@@ -274,25 +339,62 @@ def _ms(ns) -> str:
 
 
 def density_verdict(rows: list[dict]) -> list[str]:
-    """Whether the issue's target holds, and what the measured figures say bounds it."""
+    """Whether the issue's target holds, per form of the NFs, and what the measured figures say bounds it."""
     T = DENSITY_TARGET
     head = (f"Issue 6: at {T['nfs']} NFs, at least {T['pps'] / 1e6:g} Mpps aggregate at {T['size']} B with p99 "
             f"latency at most {T['p99_ns'] / 1e6:g} ms, both at once (judged on the trial offering "
             f"{T['pps'] / 1e6:g} Mpps: at least 99 % of it delivered and p99 ≤ {T['p99_ns'] / 1e6:g} ms, medians of rounds).")
+    forms = forms_in(rows)
+    if len(forms) <= 1:
+        return [head] + _form_verdict(rows, forms[0] if forms else "process", "")
+    out = [head]
+    for form in forms:
+        out += _form_verdict([r for r in rows if form_of(r) == form], form, f"{_form_label(form).capitalize()}: ")
+    return out
+
+
+def _sink_note(r: dict) -> str:
+    """For a group row: how much of the fabric's loss was the sink's ring overflowing (one turn of the
+    group hands sluiced every member's output at once); then the tester bounds the throughput."""
+    share = r.get("median_lost_share") or 0
+    if share <= 0.05:
+        return ""
+    lost, sink = sum(r.get("runs_lost_in_fabric") or []), r.get("runs_lost_ring_full_sink")
+    if sink is None or not lost:
+        return f" {share:.0%} of the packets gen emitted were lost in the fabric."
+    at_sink = sum(sink) / lost
+    return (f" {share:.0%} of the packets gen emitted were lost in the fabric, {at_sink:.0%} of them at the sink's "
+            "full ring" + (" (the group's output reached it in bursts larger than the ring: a turn hands sluiced "
+                           "every member's output at once): there the tester, not the group, bounds the throughput."
+                           if at_sink > 0.5 else "."))
+
+
+def _form_verdict(rows: list[dict], form: str, prefix: str) -> list[str]:
+    """The verdict for the rows of one form (prefix names it when there are several)."""
+    T = DENSITY_TARGET
     r = next((x for x in rows if x["nfs"] == T["nfs"] and x["size"] == T["size"] and x.get("median_pps")), None)
     if r is None:
-        return [head, "", f"Not measured: no run has N = {T['nfs']} at {T['size']} B."]
+        return ["", f"{prefix}Not measured: no run has N = {T['nfs']} at {T['size']} B."]
     tg = r.get("target") or {}
     dl, p99 = tg.get("delivered_pps"), _dens_pct(r, "target", "p99")
     met = dl is not None and p99 is not None and dl >= 0.99 * T["pps"] and p99 <= T["p99_ns"]
-    out = [head, "",
-           f"**{'Met' if met else 'Not met'}.** Offered {T['pps'] / 1e6:g} Mpps, {fmt_rate(dl)} Mpps reached the sink "
+    out = ["",
+           f"{prefix}**{'Met' if met else 'Not met'}.** Offered {T['pps'] / 1e6:g} Mpps, {fmt_rate(dl)} Mpps reached the sink "
            f"with p99 {_ms(p99)}; with gen unlimited {fmt_rate(r['median_pps'])} Mpps (min {fmt_rate(r['min_pps'])}, "
            f"max {fmt_rate(r['max_pps'])}); at {fmt_rate((r.get('latency') or {}).get('delivered_pps'))} Mpps p99 was "
            f"{_ms(_dens_pct(r, 'latency', 'p99'))}."]
     if met:
         return out
     m = r.get("mechanism") or {}
+    if form == "group":
+        if m.get("nf_runs_per_s"):
+            out += ["", f"- The one group process ran {m['nf_runs_per_s']:,.0f} times a second at "
+                    f"{m.get('nf_us_per_run', 0):.1f} µs of CPU per run ({m.get('nfs_cpu', 0):.0%} of core 0; gen "
+                    f"{m.get('gen_cpu', 0):.0%}, sink {m.get('sink_cpu', 0):.0%}), handling "
+                    f"{m.get('nf_pkts_per_run', 0):,.1f} packets per run (a run turns all {T['nfs']} members, "
+                    f"each looking at its RX ring); sluiced sent {m.get('nf_kicks_per_s', 0):,.0f} kicks/s."
+                    + _sink_note(r)]
+        return out
     runs, us, ppr, rq = (m.get(k) for k in ("nf_runs_per_s", "nf_us_per_run", "nf_pkts_per_run", "nf_runnable_waiting"))
     if not (runs and us and ppr):
         return out
