@@ -1076,8 +1076,8 @@ class Supervisor:
                                   f"scaled or stopped alone; scale the group: `sluice nf scale {nf['group']} N`")
         if nf is None and group is None:
             known = ", ".join([n["name"] for n in self.cfg["nfs"]] + [g["name"] for g in self.cfg.get("groups") or []])
-            raise SupervisorError(f"scale: field 'service': unknown service or group {service!r} (known: "
-                                  f"{known or 'none'})")
+            what = "service or group" if self.cfg.get("groups") else "service"
+            raise SupervisorError(f"scale: field 'service': unknown {what} {service!r} (known: {known or 'none'})")
         if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
             raise SupervisorError(f"scale: field 'instances': must be an integer 1..{MAX_INSTANCES} "
                                   f"(got {instances!r})")
