@@ -336,6 +336,13 @@ void sl_msg_init(struct sl_msg *m, uint16_t type);
 /* Text for an enum sl_err (never NULL). */
 const char *sl_strerror(int err);
 
+/* The name of an enum sl_wakeup: "poll", "block", "adaptive" ("unknown" out of range; never NULL). */
+const char *sl_wakeup_name(int wakeup);
+
+/* The enum sl_wakeup a name gives (SLUICE_NF_WAKEUP, --wakeup): 0 and *out set, or -1 if `s` is
+ * none of "poll", "block", "adaptive". */
+int sl_wakeup_parse(const char *s, enum sl_wakeup *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1088,19 +1088,35 @@ class Supervisor:
         if group is not None:
             return self.scale_group(group, instances, drain_timeout)
         mine = [s for s in self.slots if s.service == service and s.state != "draining"]
-        started, draining, since = [], [], self.removal_seq
+        since = self.removal_seq
+        started, draining = self._scale_slots(mine, instances, drain_timeout, 1,
+                                              lambda k: [f"{service}.{k}"],
+                                              lambda k: self.make_slot(f"{service}.{k}", nf))
+        nf["instances"] = instances
+        self.write_state()
+        log(f"scale {service} to {instances}: start {', '.join(started) or '-'}; "
+            f"drain {', '.join(draining) or '-'}")
+        return {"service": service, "instances": instances, "start": started, "drain": draining,
+                "removed_after": since}
+
+    def _scale_slots(self, mine, instances, drain_timeout, per_slot, names, make):
+        """Start or drain slots of `mine` (a service's replicas, a group's processes) until `instances`
+        run: new ones take the lowest k whose names(k) are all free, built by make(k), each attaching
+        per_slot NF instances; removed ones are drained (_scale_victims, begin_drain). Returns
+        (started, draining) slot names."""
+        started, draining = [], []
         if instances > len(mine):
             max_nfs = self.cfg["sluiced"]["max_nfs"]
-            total = sum(len(s.nf_names()) for s in self.slots) + instances - len(mine)
+            total = sum(len(s.nf_names()) for s in self.slots) + (instances - len(mine)) * per_slot
             if total > max_nfs:
                 raise SupervisorError(f"scale: {total} NF instances would exceed sluiced.max_nfs ({max_nfs})")
-            used = {s.name for s in self.slots}
-            i = 0
+            used = {s.name for s in self.slots} | {m for s in self.slots for m in s.nf_names()}
+            k = 0
             for _ in range(instances - len(mine)):
-                while f"{service}.{i}" in used:
-                    i += 1
-                slot = self.make_slot(f"{service}.{i}", nf)
-                used.add(slot.name)
+                while any(n in used for n in names(k)):
+                    k += 1
+                slot = make(k)
+                used |= {slot.name, *slot.nf_names()}
                 self.slots.append(slot)
                 self.start_slot(slot)
                 started.append(slot.name)
@@ -1108,12 +1124,7 @@ class Supervisor:
             for slot in self._scale_victims(mine, len(mine) - instances):
                 draining.append(slot.name)
                 self.begin_drain(slot, drain_timeout)
-        nf["instances"] = instances
-        self.write_state()
-        log(f"scale {service} to {instances}: start {', '.join(started) or '-'}; "
-            f"drain {', '.join(draining) or '-'}")
-        return {"service": service, "instances": instances, "start": started, "drain": draining,
-                "removed_after": since}
+        return started, draining
 
     def _scale_victims(self, mine, n):
         """The n slots of `mine` to drain: those that carry no traffic first (nothing to drain): dead
@@ -1138,26 +1149,11 @@ class Supervisor:
         name = group["name"]
         members = [nf for nf in self.cfg["nfs"] if nf.get("group") == name]
         mine = [s for s in self.slots if isinstance(s, GroupSlot) and s.group == name and s.state != "draining"]
-        started, draining, since = [], [], self.removal_seq
-        if instances > len(mine):
-            max_nfs = self.cfg["sluiced"]["max_nfs"]
-            total = sum(len(s.nf_names()) for s in self.slots) + (instances - len(mine)) * len(members)
-            if total > max_nfs:
-                raise SupervisorError(f"scale: {total} NF instances would exceed sluiced.max_nfs ({max_nfs})")
-            used = {s.name for s in self.slots} | {m for s in self.slots for m in s.nf_names()}
-            k = 0
-            for _ in range(instances - len(mine)):
-                while f"{name}.{k}" in used or any(f"{nf['name']}.{k}" in used for nf in members):
-                    k += 1
-                slot = self.make_group_slot(f"{name}.{k}", group, k, [(f"{nf['name']}.{k}", nf) for nf in members])
-                used |= {slot.name, *slot.nf_names()}
-                self.slots.append(slot)
-                self.start_slot(slot)
-                started.append(slot.name)
-        elif instances < len(mine):
-            for slot in self._scale_victims(mine, len(mine) - instances):
-                draining.append(slot.name)
-                self.begin_drain(slot, drain_timeout)
+        since = self.removal_seq
+        started, draining = self._scale_slots(
+            mine, instances, drain_timeout, len(members),
+            lambda k: [f"{name}.{k}"] + [f"{nf['name']}.{k}" for nf in members],
+            lambda k: self.make_group_slot(f"{name}.{k}", group, k, [(f"{nf['name']}.{k}", nf) for nf in members]))
         group["instances"] = instances
         for nf in members:
             nf["instances"] = instances

@@ -76,19 +76,6 @@ static const char *default_plugin_dir(char *buf, size_t size)
 	return SLUICE_PLUGIN_DIR_DEFAULT;
 }
 
-static int wakeup_of(const char *s, enum sl_wakeup *out)
-{
-	if (strcmp(s, "poll") == 0)
-		*out = SL_WAKE_POLL;
-	else if (strcmp(s, "block") == 0)
-		*out = SL_WAKE_BLOCK;
-	else if (strcmp(s, "adaptive") == 0)
-		*out = SL_WAKE_ADAPTIVE;
-	else
-		return -1;
-	return 0;
-}
-
 /* Split argv after the group's options at every "--" into members. Returns the count, or -1. */
 static int split_members(int argc, char **argv, int first, struct member **out)
 {
@@ -230,7 +217,7 @@ int main(int argc, char **argv)
 			snprintf(base.socket_path, sizeof(base.socket_path), "%s", optarg);
 			break;
 		case 'w':
-			if (wakeup_of(optarg, &g.wakeup) < 0) {
+			if (sl_wakeup_parse(optarg, &g.wakeup) < 0) {
 				fprintf(stderr, PROG ": --wakeup '%s': expected poll, block or adaptive\n", optarg);
 				return 2;
 			}
@@ -317,7 +304,7 @@ int main(int argc, char **argv)
 		goto finish;
 	}
 	fprintf(stderr, PROG ": %s: %u members attached (%s), running\n", g.name, g.n,
-		g.wakeup == SL_WAKE_POLL ? "poll" : g.wakeup == SL_WAKE_BLOCK ? "block" : "adaptive");
+		sl_wakeup_name(g.wakeup));
 	code = group_run(&g, &who);
 	if (code == SL_ERR_SHUTDOWN)
 		fprintf(stderr, PROG ": %s: sluiced shut down (%s)\n", g.name, sl_strerror(code));

@@ -108,6 +108,25 @@ void sl_msg_init(struct sl_msg *m, uint16_t type)
 	m->type = type;
 }
 
+static const char *const wakeup_names[SL_WAKE__COUNT] = {
+	[SL_WAKE_POLL] = "poll", [SL_WAKE_BLOCK] = "block", [SL_WAKE_ADAPTIVE] = "adaptive",
+};
+
+const char *sl_wakeup_name(int wakeup)
+{
+	return wakeup >= 0 && wakeup < SL_WAKE__COUNT ? wakeup_names[wakeup] : "unknown";
+}
+
+int sl_wakeup_parse(const char *s, enum sl_wakeup *out)
+{
+	for (int w = 0; w < SL_WAKE__COUNT; w++)
+		if (strcmp(s, wakeup_names[w]) == 0) {
+			*out = (enum sl_wakeup)w;
+			return 0;
+		}
+	return -1;
+}
+
 const char *sl_strerror(int err)
 {
 	static const char *const text[SL_ERR__COUNT] = {

@@ -1384,16 +1384,8 @@ int sl_nf_config_from_env(struct sl_nf_config *cfg)
 		else
 			snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", v);
 	}
-	if ((v = getenv("SLUICE_NF_WAKEUP")) != NULL) {
-		if (strcmp(v, "poll") == 0)
-			cfg->wakeup = SL_WAKE_POLL;
-		else if (strcmp(v, "block") == 0)
-			cfg->wakeup = SL_WAKE_BLOCK;
-		else if (strcmp(v, "adaptive") == 0)
-			cfg->wakeup = SL_WAKE_ADAPTIVE;
-		else
-			rc = env_bad("SLUICE_NF_WAKEUP", v, "expected poll, block or adaptive");
-	}
+	if ((v = getenv("SLUICE_NF_WAKEUP")) != NULL && sl_wakeup_parse(v, &cfg->wakeup) < 0)
+		rc = env_bad("SLUICE_NF_WAKEUP", v, "expected poll, block or adaptive");
 	if ((v = getenv("SLUICE_NF_SANDBOX")) != NULL) {
 		if (strcmp(v, "none") == 0)
 			cfg->sandbox = SL_SANDBOX_NONE;

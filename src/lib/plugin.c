@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sluice/nf_plugin.h"
+#include "sl_internal.h"
 
 static enum sl_sandbox process_sandbox = SL_SANDBOX_NONE;
 
@@ -71,21 +72,13 @@ static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 	return 0;
 }
 
-/* The manager's rule for names (abi.h: sl_msg_check of INIT). */
-static int name_ok(const char *s)
-{
-	size_t n = strlen(s);
-	return n > 0 && n < SL_NAME_MAX &&
-	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == n;
-}
-
 static int common_opt(const char *prog, struct sl_nf_config *cfg, int opt, const char *arg)
 {
 	switch (opt) {
 	case OPT_NAME:
 	case OPT_SERVICE: {
 		const char *flag = opt == OPT_NAME ? "name" : "service";
-		if (!name_ok(arg))
+		if (!sl__name_ok(arg, SL_NAME_MAX)) /* the manager's rule (sl_msg_check of INIT) */
 			return bad(prog, flag, arg, "expected 1-31 characters of [A-Za-z0-9_.-]");
 		snprintf(opt == OPT_NAME ? cfg->name : cfg->service, SL_NAME_MAX, "%s", arg);
 		return 0;
@@ -96,13 +89,7 @@ static int common_opt(const char *prog, struct sl_nf_config *cfg, int opt, const
 		snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", arg);
 		return 0;
 	case OPT_WAKEUP:
-		if (strcmp(arg, "poll") == 0)
-			cfg->wakeup = SL_WAKE_POLL;
-		else if (strcmp(arg, "block") == 0)
-			cfg->wakeup = SL_WAKE_BLOCK;
-		else if (strcmp(arg, "adaptive") == 0)
-			cfg->wakeup = SL_WAKE_ADAPTIVE;
-		else
+		if (sl_wakeup_parse(arg, &cfg->wakeup) < 0)
 			return bad(prog, "wakeup", arg, "expected poll, block or adaptive");
 		return 0;
 	case OPT_BATCH:

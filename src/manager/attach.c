@@ -231,11 +231,6 @@ static void nf_rings_destroy(struct nf *nf)
 	nf->ring_fd = nf->rx_kick_fd = nf->tx_kick_fd = -1;
 }
 
-static const char *wake_name(uint8_t w)
-{
-	return w == SL_WAKE_BLOCK ? "block" : w == SL_WAKE_ADAPTIVE ? "adaptive" : "poll";
-}
-
 static void handle_init(struct nf *nf, const struct sl_msg *m)
 {
 	const struct sl_msg_init *in = &m->u.init;
@@ -352,7 +347,7 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 		return;
 	}
 	LOG("nf %s attached: id %u, service %s, %s %d, wakeup %s", nf->name, c.nf,
-	    M.services[nf->service].name, gs ? "in a guest, QEMU pid" : "pid", (int)nf->pid, wake_name(nf->wakeup));
+	    M.services[nf->service].name, gs ? "in a guest, QEMU pid" : "pid", (int)nf->pid, sl_wakeup_name(nf->wakeup));
 }
 
 void attach_event(struct nf *nf, uint32_t events)

@@ -123,11 +123,6 @@ static int send_all(int fd, const char *s, size_t n)
 
 /* ---- JSON views ---- */
 
-static const char *wake_name(uint8_t w)
-{
-	return w == SL_WAKE_BLOCK ? "block" : w == SL_WAKE_ADAPTIVE ? "adaptive" : "poll";
-}
-
 static json_t *j_chain(const struct route *rt, unsigned i)
 {
 	const struct chain *c = &rt->chains[i];
@@ -334,7 +329,7 @@ static json_t *j_nfs(void)
 		json_t *j = json_pack("{s:I,s:s,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I}}", "id",
 				     (json_int_t)i, "name", nf->name, "service", M.services[nf->service].name,
 				     "service_id", (json_int_t)nf->service, "pid", (json_int_t)nf->pid, "uid",
-				     (json_int_t)nf->uid, "wakeup", wake_name(nf->wakeup), "batch",
+				     (json_int_t)nf->uid, "wakeup", sl_wakeup_name(nf->wakeup), "batch",
 				     (json_int_t)nf->batch, "timeout_us", (json_int_t)nf->timeout_us, "rx_pkts",
 				     (json_int_t)nf->st.rx_pkts, "rx_bytes", (json_int_t)nf->st.rx_bytes, "tx_pkts",
 				     (json_int_t)nf->st.tx_pkts, "tx_bytes", (json_int_t)nf->st.tx_bytes, "lent",

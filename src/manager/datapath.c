@@ -215,6 +215,7 @@ static inline uint16_t pick_instance(struct service *s, const struct rte_mbuf *m
 }
 
 static void service_remove_instance(struct service *s, uint16_t id);
+static bool nf_leave_service(struct nf *nf);
 
 /* The NF broke the ring protocol (nfring.h): it gets no more packets, the worker stops reading its
  * rings (drain_busy lets go of it, flush_nf drops what was staged for it), and the control thread,
@@ -226,10 +227,7 @@ static void nf_fault(struct nf *nf, enum nf_ring_err why)
 		return;
 	__atomic_store_n(&nf->fault, (uint8_t)why, __ATOMIC_RELEASE);
 	W->st.ring_faults[why]++;
-	if (!nf->draining) {
-		service_remove_instance(&M.services[nf->service], (uint16_t)(nf - M.nfs));
-		nf->draining = true;
-	}
+	nf_leave_service(nf);
 	uint64_t one = 1;
 	if (write(fault_fd, &one, sizeof(one)) < 0) { /* EAGAIN: the counter is full, it is being read */
 	}
@@ -1296,17 +1294,26 @@ static void service_remove_instance(struct service *s, uint16_t id)
 			s->inst[i] = s->inst[s->ninst - 1];
 			__atomic_store_n(&s->ninst, (uint16_t)(s->ninst - 1), __ATOMIC_RELEASE);
 			s->nlocal[M.nfs[id].worker]--; /* run by its worker (command or fault): its own slot */
-			/* out of the service, out of its count: nf_load_check must not count it down again
-			 * (a second decrement wrapped noverloaded and left the service saturated for good) */
-			if (M.nfs[id].overloaded) {
+			if (M.nfs[id].overloaded)
 				shared_add32(&s->noverloaded, (uint32_t)-1);
-				M.nfs[id].overloaded = false;
-			}
 			svc_saturation(s);
 			break;
 		}
 	}
 	rte_spinlock_unlock(&s->inst_lock);
+}
+
+/* Take the NF out of its service once (a drain, a ring fault, a removal): draining from then on, so
+ * nf_load_check no longer counts its load in the service's noverloaded, which service_remove_instance
+ * has already taken it out of (counted down twice, noverloaded wrapped and the service stayed
+ * saturated for good). Returns true if it was in its service until now. */
+static bool nf_leave_service(struct nf *nf)
+{
+	if (nf->draining)
+		return false;
+	service_remove_instance(&M.services[nf->service], (uint16_t)(nf - M.nfs));
+	nf->draining = true;
+	return true;
 }
 
 /* The NF `up` should pipe to, or -1 (the conditions in "Pipes" above). */
@@ -1599,11 +1606,8 @@ static void exec_cmd(struct wcmd *c)
 		break;
 	}
 	case WCMD_NF_DRAIN: /* out of its service: new packets (and flows) go to the other replicas */
-		if (M.nfs[c->nf].active && !M.nfs[c->nf].draining) {
-			service_remove_instance(&M.services[M.nfs[c->nf].service], (uint16_t)c->nf);
-			M.nfs[c->nf].draining = true;
+		if (M.nfs[c->nf].active && nf_leave_service(&M.nfs[c->nf]))
 			pipes_update(M.route);
-		}
 		break;
 	case WCMD_NF_REMOVE: {
 		struct nf *nf = &M.nfs[c->nf];
@@ -1611,10 +1615,7 @@ static void exec_cmd(struct wcmd *c)
 			c->result = 0;
 			break;
 		}
-		if (!nf->draining) {
-			service_remove_instance(&M.services[nf->service], (uint16_t)c->nf);
-			nf->draining = true; /* out of its service: its load no longer counts (nf_load_check) */
-		}
+		nf_leave_service(nf);
 		/* Its pipes end first: its reader stops reading its pipe ring (which the worker then drains
 		 * with the rest), or what it took from its input is accounted as its own. */
 		if (nf->pipe_from >= 0)

@@ -54,17 +54,19 @@ def expected_per_chain(count):
     return per
 
 
-def config():
-    names = [f"{x}{k}" for k in range(CHAINS) for x in "ab"]
+def config(chains=CHAINS, host=HOST, max_nfs=MAX_NFS, ring_size=256):
+    """Port "in" (af_packet on `host`), `chains` chains c<k> = [a<k>, b<k>] -> "out", and the rules
+    sending udpgen's pair p to chain p % chains; returns (config, the a/b service names)."""
+    names = [f"{x}{k}" for k in range(chains) for x in "ab"]
     rules = []
     for p in range(PAIRS):
         sp, dp = pair_ports(p)
         rules.append({"priority": 10, "match": {"in_port": "in", "proto": 17, "src_port": [sp, sp],
-                                                 "dst_port": [dp, dp]}, "action": {"chain": f"c{p % CHAINS}"}})
-    cfg = base_config(ports=[{"name": "in", "vdev": f"net_af_packet0,iface={HOST},framecnt=4096"},
+                                                 "dst_port": [dp, dp]}, "action": {"chain": f"c{p % chains}"}})
+    cfg = base_config(ports=[{"name": "in", "vdev": f"net_af_packet0,iface={host},framecnt=4096"},
                              {"name": "out", "vdev": "net_null0"}],
-                      chains=[{"name": f"c{k}", "nfs": [f"a{k}", f"b{k}"], "exit": "out"} for k in range(CHAINS)],
-                      nfs=names + ["probe"], max_nfs=MAX_NFS, ring_size=256)
+                      chains=[{"name": f"c{k}", "nfs": [f"a{k}", f"b{k}"], "exit": "out"} for k in range(chains)],
+                      nfs=names + ["probe"], max_nfs=max_nfs, ring_size=ring_size)
     cfg["rules"] = rules
     return cfg, names
 

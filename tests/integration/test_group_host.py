@@ -23,7 +23,8 @@ import time
 import pytest
 
 from harness import GROUP_BIN, REPO, base_config, net, sluice, wait_until, workdir  # noqa: F401
-from test_density import PAIRS, pair_ports, rss_kib, smaps
+from test_density import PAIRS, rss_kib, smaps
+from test_density import config as density_config
 from test_gen_sink import wait_sink
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -174,17 +175,7 @@ def test_2000_members_in_one_group_each_get_exactly_their_flows(net, sluice, wor
     need_group()
     net.add_ns(NS)
     net.add_veth(HOST, PEER, peer_ns=NS)
-    names = [f"{x}{k}" for k in range(CHAINS) for x in "ab"]
-    rules = []
-    for p in range(PAIRS):
-        sp, dp = pair_ports(p)
-        rules.append({"priority": 10, "match": {"in_port": "in", "proto": 17, "src_port": [sp, sp],
-                                                 "dst_port": [dp, dp]}, "action": {"chain": f"c{p % CHAINS}"}})
-    cfg = base_config(ports=[{"name": "in", "vdev": f"net_af_packet0,iface={HOST},framecnt=4096"},
-                             {"name": "out", "vdev": "net_null0"}],
-                      chains=[{"name": f"c{k}", "nfs": [f"a{k}", f"b{k}"], "exit": "out"} for k in range(CHAINS)],
-                      nfs=names, max_nfs=MEMBERS + 8, ring_size=64)
-    cfg["rules"] = rules
+    cfg, names = density_config(chains=CHAINS, host=HOST, max_nfs=MEMBERS + 8, ring_size=64)
     sluice.start(cfg)
     mbufs = sluice.ok("status")["mbufs"]
     t0 = time.monotonic()
