@@ -168,6 +168,12 @@ int sl_nf_check(struct sl_nf *nf);
 int sl_nf_sleep_prepare(struct sl_nf *nf, int fds[2]);
 void sl_nf_sleep_done(struct sl_nf *nf);
 
+/* Tell the SDK that this process turns nf with handler(arg) (as it passes to sl_nf_poll). Two NFs
+ * hosted so that sluiced joins them by a pipe then run as one segment: the upstream's NEXT packets go
+ * into the downstream's handler within the same sl_nf_poll call (docs/groups.md "Run to
+ * completion"). 0, or -SL_ERR_FIELD (no handler, a guest NF). sl_nf_detach ends it. */
+int sl_nf_host(struct sl_nf *nf, sl_handler_fn handler, void *arg);
+
 /* ---- packet accessors (inline: hot path) ---- */
 
 /* Pointer to the first data byte. */

@@ -2,14 +2,15 @@
  *
  * sluice-group: runs several NFs -- members -- in one process and one thread (docs/groups.md).
  *
- *   sluice-group [--name G] [--plugin-dir DIR] [--socket PATH] [--wakeup MODE] [--spin-us N]
+ *   sluice-group [--name G] [--plugin-dir DIR] [--socket PATH] [--wakeup MODE] [--spin-us N] [--no-fuse]
  *                -- NF [NF options] [-- NF [NF options]] ...
  *
  * Each member is a library (or out-of-tree) NF in its plugin form, sluice-nf-<NF>.so, with the
  * options its process form takes. Every member attaches to sluiced as an NF of its own, so sluiced
  * accounts, steers to and reports each one as it does a process. They share the address space:
  * groups are for NFs that trust each other (one trust domain); a crash of one ends them all, and the
- * supervisor restarts the group.
+ * supervisor restarts the group. Members that sluiced joins by a pipe run as one segment: the
+ * upstream's NEXT packets go into the downstream's handler in the same turn (sl_nf_host).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -42,6 +43,8 @@ static void usage(FILE *f)
 		"  --socket PATH      every member's sluiced NF socket unless it names one (SLUICE_NF_SOCKET)\n"
 		"  --wakeup MODE      poll | block | adaptive, for all members (SLUICE_NF_WAKEUP, default poll)\n"
 		"  --spin-us N        adaptive: spin this long idle before sleeping (default 200)\n"
+		"  --no-fuse          members sluiced joins by a pipe hand packets over through the pipe ring,\n"
+		"                     in their next turn, not by a call in the same turn (for comparison)\n"
 		"  --help             this text\n"
 		"Member tokens: SLUICE_NF_TOKEN_<i> for member i (0, 1, ...), else SLUICE_NF_TOKEN.\n");
 }
@@ -176,6 +179,7 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "wakeup", required_argument, NULL, 'w' },
 		{ "spin-us", required_argument, NULL, 'S' },
+		{ "no-fuse", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -183,7 +187,7 @@ int main(int argc, char **argv)
 	struct sl_nf_config base;
 	char dirbuf[PATH_MAX];
 	const char *dir = NULL;
-	int first = argc;
+	int first = argc, fuse = 1;
 
 	sl_nf_config_default(&base);
 	if (sl_nf_config_from_env(&base) < 0)
@@ -232,6 +236,9 @@ int main(int argc, char **argv)
 			g.spin_us = (uint32_t)v;
 			break;
 		}
+		case 'F':
+			fuse = 0;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -298,13 +305,17 @@ int main(int argc, char **argv)
 		}
 		if (m->p->attached != NULL && m->p->attached(m->nf, m->ctx) < 0)
 			goto finish;
+		if (fuse && (rc = sl_nf_host(m->nf, m->p->handler, m->ctx)) < 0) {
+			fprintf(stderr, PROG ": %s: member %u (%s): %s\n", g.name, i, m->cfg.name, sl_strerror(-rc));
+			goto finish;
+		}
 	}
 	if (group_stop) {
 		status = 0;
 		goto finish;
 	}
-	fprintf(stderr, PROG ": %s: %u members attached (%s), running\n", g.name, g.n,
-		sl_wakeup_name(g.wakeup));
+	fprintf(stderr, PROG ": %s: %u members attached (%s%s), running\n", g.name, g.n,
+		sl_wakeup_name(g.wakeup), fuse ? "" : ", not fused");
 	code = group_run(&g, &who);
 	if (code == SL_ERR_SHUTDOWN)
 		fprintf(stderr, PROG ": %s: sluiced shut down (%s)\n", g.name, sl_strerror(code));

@@ -83,6 +83,14 @@ struct sl_nf {
 	uint32_t pipe_cons;          /* our index in pipe_in */
 	uint32_t pipe_fence;         /* read pipe_in only once our RX consumer index reached this */
 	int pipe_fence_ok;           /* ... which it has (older packets came through the RX ring) */
+	uint64_t pipe_dev, pipe_ino; /* which pipe area is mapped (one per trust domain) */
+	/* fused pipes (docs/groups.md "Run to completion"): a host's NFs (sl_nf_host) that one pipe
+	 * joins hand NEXT packets to each other by a call, not through the pipe ring */
+	sl_handler_fn host_handler;  /* NULL: not hosted */
+	void *host_arg;
+	struct sl_nf *host_next;     /* the host's list of its NFs */
+	struct sl_nf *fuse_down;     /* the hosted NF that reads our pipe ring, if any */
+	struct sl_nf *fuse_up;       /* the hosted NF whose pipe ring we read, if any */
 	char port_name[SL_INFO_PORTS_MAX][SL_NAME_MAX]; /* copied from it at attach */
 	int guest;                   /* attached through the guest transport (guest.c) */
 	int bell_efd;                /* guest with a doorbell: the eventfd its interrupt signals, else -1 */
@@ -340,6 +348,12 @@ static int add_pipe(struct sl_nf *nf, const struct sl_msg_add_pipe *pm, int fd)
 			munmap(p, (size_t)pm->map_size);
 			err = SL_ERR_FIELD;
 		} else {
+			struct stat sb;
+			nf->pipe_dev = nf->pipe_ino = 0;
+			if (fstat(fd, &sb) == 0) {
+				nf->pipe_dev = (uint64_t)sb.st_dev;
+				nf->pipe_ino = (uint64_t)sb.st_ino;
+			}
 			nf->pipe_map = p;
 			nf->pipe_map_size = (size_t)pm->map_size;
 			nf->pipe_size = pm->size;
@@ -382,6 +396,8 @@ static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
 	return nf;
 }
 
+static void fuse_unlink(struct sl_nf *nf);
+
 /* Teardown twin of the handshake: lets go of one connection (socket, eventfds, rings, pipes,
  * regions) and leaves nf ready for another. keep_tx: leave the TX ring mapped as old_tx_map, for
  * the next connection's TX ring to replace in place (re-attach). */
@@ -412,12 +428,14 @@ static void conn_undo(struct sl_nf *nf, int keep_tx)
 	}
 	nf->rx = nf->tx = NULL;
 	nf->info = NULL;
+	fuse_unlink(nf);
 	if (nf->pipe_map != NULL)
 		munmap(nf->pipe_map, nf->pipe_map_size);
 	nf->pipe_map = NULL;
 	nf->pipe_out = nf->pipe_in = NULL;
 	nf->pipe_epoch = nf->pipe_cons = nf->pipe_fence = 0;
 	nf->pipe_fence_ok = 0;
+	nf->pipe_dev = nf->pipe_ino = 0;
 	for (int i = 0; i < SL_REGIONS; i++)
 		if (nf->region[i].base != NULL)
 			munmap(nf->region[i].base, nf->region[i].size);
@@ -425,9 +443,12 @@ static void conn_undo(struct sl_nf *nf, int keep_tx)
 }
 
 /* Teardown twin of attach: releases whatever attach got so far. */
+static void host_remove(struct sl_nf *nf);
+
 static void nf_free(struct sl_nf *nf)
 {
 	conn_undo(nf, 0);
+	host_remove(nf);
 	if (nf->old_tx_map != NULL)
 		munmap(nf->old_tx_map, nf->old_tx_map_size);
 	free(nf->saved);
@@ -768,6 +789,81 @@ static int check_socket(struct sl_nf *nf)
 /* ------------------------------------------------------------------------ */
 /* pipes (docs/abi.md "Pipes")                                                 */
 
+/* ---- Fused pipes (docs/groups.md "Run to completion") ----
+ * A host (sluice-group) turns several NFs in one thread and lists them with sl_nf_host. When the
+ * manager joins two of them by a pipe -- `down` reads `up`'s pipe ring -- up's plain NEXT packets go
+ * straight into down's handler, in the same call, instead of onto the ring for down's next turn: a
+ * chain segment inside the group runs to completion. Each NF still puts what it decided (the
+ * segment's last NEXT, an OUT, a DROP, a TO_NF) on its own TX ring, so the manager sees every
+ * decision where it was made; it moves each buffer to the NF that returns it once, at the return,
+ * counting it through the NFs between (datapath.c "Cohosted NFs"). The pipe ring stays the way in
+ * and out of fusion: up fuses only once down has read everything up put there before. */
+
+static struct sl_nf *hosted; /* the NFs this process hosts (a host has one thread: no lock) */
+
+#define SL_FUSE_DEPTH_MAX 16 /* calls deep (a burst's arrays each): static next hops make no cycle */
+
+static void fuse_unlink(struct sl_nf *nf)
+{
+	if (nf->fuse_up != NULL)
+		nf->fuse_up->fuse_down = NULL;
+	if (nf->fuse_down != NULL)
+		nf->fuse_down->fuse_up = NULL;
+	nf->fuse_up = nf->fuse_down = NULL;
+}
+
+/* nf (hosted) now reads the pipe ring its pipe_in names: whose, among the hosted NFs? */
+static void fuse_link(struct sl_nf *nf)
+{
+	if (nf->fuse_up != NULL) {
+		nf->fuse_up->fuse_down = NULL;
+		nf->fuse_up = NULL;
+	}
+	if (nf->host_handler == NULL || nf->pipe_in == NULL || nf->pipe_ino == 0)
+		return;
+	uint64_t off = (uint64_t)((uint8_t *)nf->pipe_in - (uint8_t *)nf->pipe_map);
+	for (struct sl_nf *u = hosted; u != NULL; u = u->host_next) {
+		if (u == nf || u->pipe_out == NULL || u->pipe_ino != nf->pipe_ino || u->pipe_dev != nf->pipe_dev ||
+		    (uint64_t)((uint8_t *)u->pipe_out - (uint8_t *)u->pipe_map) != off)
+			continue;
+		if (u->fuse_down != NULL)
+			u->fuse_down->fuse_up = NULL;
+		u->fuse_down = nf;
+		nf->fuse_up = u;
+		return;
+	}
+}
+
+static void host_remove(struct sl_nf *nf)
+{
+	fuse_unlink(nf);
+	for (struct sl_nf **pp = &hosted; *pp != NULL; pp = &(*pp)->host_next) {
+		if (*pp == nf) {
+			*pp = nf->host_next;
+			break;
+		}
+	}
+	nf->host_next = NULL;
+	nf->host_handler = NULL;
+}
+
+int sl_nf_host(struct sl_nf *nf, sl_handler_fn handler, void *arg)
+{
+	if (nf == NULL || handler == NULL || nf->guest)
+		return -SL_ERR_FIELD;
+	if (nf->host_handler == NULL) {
+		nf->host_next = hosted;
+		hosted = nf;
+	}
+	nf->host_handler = handler;
+	nf->host_arg = arg;
+	/* a pipe the manager opened before: both ends may be known now */
+	for (struct sl_nf *d = hosted; d != NULL; d = d->host_next)
+		if (d->fuse_up == NULL)
+			fuse_link(d);
+	return 0;
+}
+
 /* The manager moved our pipe input: stop reading the old pipe ring, start on the new one (or none),
  * then say so: cons first, ack last, both release-stored. */
 static void pipe_follow(struct sl_nf *nf)
@@ -790,6 +886,7 @@ static void pipe_follow(struct sl_nf *nf)
 			nf->pipe_fence_ok = 0;
 		}
 	}
+	fuse_link(nf);
 	__atomic_store_n(&pi->cons, nf->pipe_cons, __ATOMIC_RELEASE);
 	nf->pipe_epoch = e;
 	__atomic_store_n(&pi->ack, e, __ATOMIC_RELEASE);
@@ -905,9 +1002,21 @@ static int ring_put(struct sl_nf *nf, struct sl_ring *r, const struct sl_desc *d
 	return rc;
 }
 
-/* Hand back n descriptors: plain NEXT ones on our pipe ring when we have one (the manager or the next
- * NF of the chain reads it), everything else on the TX ring. */
-static int tx_all(struct sl_nf *nf, struct sl_desc *d, uint32_t n)
+/* May up hand its NEXT packets to down by a call now? Only while down follows up's pipe ring, may
+ * read it (its fence passed), and has read all up put there: nothing older waits on the ring. */
+static inline int fuse_ready(const struct sl_nf *up, struct sl_nf *down)
+{
+	return down->pipe_in != NULL && down->pipe_map != NULL && down->info != NULL && down->rx != NULL &&
+	       pipe_open_now(down) && down->pipe_cons == up->pipe_out->prod;
+}
+
+static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct sl_desc *d, uint32_t n,
+		     unsigned depth);
+
+/* Hand back n descriptors: plain NEXT ones to the next NF of the chain when it is fused to us (see
+ * "Fused pipes"), else on our pipe ring when we have one (the manager or the next NF reads it);
+ * everything else on the TX ring. */
+static int tx_all(struct sl_nf *nf, struct sl_desc *d, uint32_t n, unsigned depth)
 {
 	if (nf->pipe_out == NULL)
 		return ring_put(nf, nf->tx, d, n);
@@ -919,25 +1028,42 @@ static int tx_all(struct sl_nf *nf, struct sl_desc *d, uint32_t n)
 		else
 			d[k++] = d[i];
 	}
-	int rc = ring_put(nf, nf->pipe_out, next, nn);
-	return rc != 0 ? rc : ring_put(nf, nf->tx, d, k);
+	int rc = ring_put(nf, nf->tx, d, k);
+	if (rc != 0 || nn == 0)
+		return rc;
+	struct sl_nf *down = nf->fuse_down;
+	if (down != NULL && depth < SL_FUSE_DEPTH_MAX && fuse_ready(nf, down)) {
+		nf->stats.tx_pkts += nn;
+		int r = run_descs(down, down->host_handler, down->host_arg, next, nn, depth + 1);
+		return r < 0 ? -r : 0;
+	}
+	return ring_put(nf, nf->pipe_out, next, nn);
 }
 
 /* One burst: RX ring -> handler -> TX ring. Returns packets handled (>= 0)
  * or a negated code to stop with. */
 static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 {
-	struct sl_desc d[SL_BURST_MAX], bad[SL_BURST_MAX];
-	struct sl_pkt pkts[SL_BURST_MAX];
-	uint16_t in_port[SL_BURST_MAX];
+	struct sl_desc d[SL_BURST_MAX];
 	uint32_t n = sl_ring_dequeue_burst(nf->rx, d, SL_BURST_MAX);
-	unsigned np = 0, nbad = 0;
 
 	if (nf->pipe_map != NULL && nf->info != NULL) {
 		pipe_follow(nf);
 		if (n < SL_BURST_MAX)
 			n += pipe_read(nf, d + n, SL_BURST_MAX - n);
 	}
+	return run_descs(nf, handler, arg, d, n, 0);
+}
+
+/* The n descriptors in d (taken from our rings, or handed over by a fused upstream) through handler
+ * and back. Returns n, or a negated code. */
+static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct sl_desc *d, uint32_t n,
+		     unsigned depth)
+{
+	struct sl_desc bad[SL_BURST_MAX];
+	struct sl_pkt pkts[SL_BURST_MAX];
+	uint16_t in_port[SL_BURST_MAX];
+	unsigned np = 0, nbad = 0;
 	if (n == 0)
 		return 0;
 	nf->stats.rx_pkts += n;
@@ -972,7 +1098,7 @@ static int burst(struct sl_nf *nf, sl_handler_fn handler, void *arg)
 	}
 	for (unsigned i = 0; i < nbad; i++)
 		d[np + i] = bad[i];
-	int rc = tx_all(nf, d, n);
+	int rc = tx_all(nf, d, n, depth);
 	return rc != 0 ? -rc : (int)n;
 }
 

@@ -1125,11 +1125,12 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 		json_object_set_new(st, "violations", j_violations(S));
 		json_object_set_new(st, "domains", j_domains());
 		json_object_set_new(st, "copies", j_copies(S));
-		json_object_set_new(st, "pipes", json_pack("{s:b,s:I,s:I,s:I,s:I,s:I}", "enabled", M.cfg.pipes, "open",
+		json_object_set_new(st, "pipes", json_pack("{s:b,s:I,s:I,s:I,s:I,s:I,s:I}", "enabled", M.cfg.pipes, "open",
 							   (json_int_t)S->pipes.open, "opened", (json_int_t)S->pipes.opened,
 							   "closed", (json_int_t)S->pipes.closed, "packets",
 							   (json_int_t)S->pipes.packets, "close_timeouts",
-							   (json_int_t)S->pipes.close_timeouts));
+							   (json_int_t)S->pipes.close_timeouts, "fused",
+							   (json_int_t)S->pipes.fused));
 		json_object_set_new(st, "nf_sched", sched_stats());
 		json_object_set_new(st, "out_set", json_pack("{s:I,s:I,s:I}", "packets", (json_int_t)S->out_set.packets,
 							      "frames", (json_int_t)S->out_set.frames, "copies",

@@ -466,6 +466,35 @@ static void check_waiting(void)
 
 static uint32_t drain_nf(uint16_t id, const struct route *rt);
 
+/* A member of a fused segment (docs/groups.md "Run to completion"; "Cohosted NFs" below) returns
+ * buffers its segment's first member holds, not its own: while an NF of its process upstream on its
+ * pipes holds any, it stays in the busy set however few it holds itself. */
+static bool cohost_upstream_holds(const struct nf *nf)
+{
+	unsigned guard = 0;
+	for (int32_t u = nf->pipe_from; u >= 0 && guard < 64; u = M.nfs[u].pipe_from, guard++) {
+		const struct nf *up = &M.nfs[u];
+		if (up->pid != nf->pid || nf->guest || up->guest)
+			return false;
+		if (up->lent != 0)
+			return true;
+	}
+	return false;
+}
+
+/* ... and enters it as soon as that one holds some. */
+static void cohost_busy(const struct nf *nf)
+{
+	unsigned guard = 0;
+	for (int32_t d = nf->pipe_to; d >= 0 && guard < 64; d = M.nfs[d].pipe_to, guard++) {
+		struct nf *down = &M.nfs[d];
+		if (down->pid != nf->pid || nf->guest || down->guest)
+			return;
+		if (down->set == NF_SET_NONE && down->active && !down->fault)
+			set_enter(down, NF_SET_BUSY);
+	}
+}
+
 /* Collect what busy NFs returned. An NF seen asleep (its RX need_kick set: the SDK publishes its TX
  * before announcing sleep) with nothing left to return is parked until kicked; one that returned
  * everything leaves the set. */
@@ -477,7 +506,9 @@ static uint32_t drain_busy(const struct route *rt)
 		struct nf *nf = &M.nfs[id];
 		bool asleep = __atomic_load_n(&nf->rx->need_kick, __ATOMIC_ACQUIRE) != 0;
 		got += drain_nf(id, rt);
-		if (unlikely(nf->fault) || (nf->lent == 0 && nf->nstage == 0))
+		if (nf->pipe_to >= 0 && nf->lent != 0)
+			cohost_busy(nf);
+		if (unlikely(nf->fault) || (nf->lent == 0 && nf->nstage == 0 && !cohost_upstream_holds(nf)))
 			set_leave(nf); /* a faulted NF's rings are not read again; its detach reclaims */
 		else if (asleep && nf->bell && nf_ring_tx_avail(&nf->txk) == 0 &&
 			 (!worker_reads_pipe(nf) || nf_ring_tx_avail(&nf->pok) == 0) && !kick_pending(nf))
@@ -1061,6 +1092,95 @@ static inline void count_invalid(struct nf *nf, enum sl_desc_verdict v)
 	W->st.invalid[v]++;
 }
 
+/* ---- Cohosted NFs (docs/groups.md "Run to completion") ----
+ * NFs attached from one process -- a sluice-group's members -- share its address space and its fate.
+ * When two of them are joined by a pipe, the group hands the upstream's NEXT packets into the
+ * downstream's handler by a call (libsluice's fused pipes), so nothing passes through the pipe ring
+ * for pipe_account to see: a member returns packets the ledger still lends to the first member of
+ * its segment. The worker moves such a buffer to the member returning it -- once per segment, where
+ * unfused pipes move it once per hop -- and counts it through every member on the way (tx of the
+ * first, rx and tx of those between, rx of the last), so per-member packet counts stay exact; bytes
+ * are counted at the length the packet leaves the segment with. Only a buffer of an NF of the same
+ * process and domain moves so: across processes a return of another NF's buffer is refused as ever. */
+/* NF x (the owner of a buffer nf returned) is of nf's process and domain, and attached. */
+static inline bool cohost_of(const struct nf *nf, const struct nf *x)
+{
+	return x != nf && x->state == NF_ATTACHED && !x->guest && !nf->guest && nf->pid > 0 && x->pid == nf->pid &&
+	       x->domain == nf->domain && !x->fault;
+}
+
+/* Count cnt packets (bytes) that went from x through the pipes to nf: tx of x, rx and tx of every NF
+ * between them (none if no pipe path joins them any more: a pipe closed meanwhile), rx of nf; and
+ * move their ledger count from x to nf. */
+static void cohost_count(struct nf *x, struct nf *nf, uint32_t cnt, uint64_t bytes)
+{
+	x->lent -= cnt;
+	nf->lent += cnt;
+	x->st.tx_pkts += cnt;
+	x->st.tx_bytes += bytes;
+	nf->st.rx_pkts += cnt;
+	nf->st.rx_bytes += bytes;
+	unsigned guard = 0;
+	int32_t m = nf->pipe_from;
+	while (m >= 0 && &M.nfs[m] != x && guard++ < 64)
+		m = M.nfs[m].pipe_from;
+	if (m >= 0 && &M.nfs[m] == x) {
+		for (m = nf->pipe_from; &M.nfs[m] != x; m = M.nfs[m].pipe_from) {
+			struct nf *b = &M.nfs[m];
+			b->st.rx_pkts += cnt;
+			b->st.rx_bytes += bytes;
+			b->st.tx_pkts += cnt;
+			b->st.tx_bytes += bytes;
+		}
+	}
+	if (unlikely(x->overloaded))
+		nf_load_check(x);
+	W->st.pipes.fused += cnt;
+}
+
+/* Before nf's returns are acted on: every buffer among them that an NF of its process holds becomes
+ * nf's, at nf's place in its chain. Runs of one owner (a segment's first member, as a rule) are
+ * counted once. A descriptor that names no such buffer is left for handle_returned to judge. */
+static __attribute__((noinline)) void cohost_adopt(uint16_t id, struct nf *nf, const struct sl_desc *d, uint32_t n,
+						   const struct route *rt)
+{
+	struct region *r = M.regions[nf->domain];
+	uint16_t last = SL_OWNER_NONE, chain = UINT16_MAX;
+	uint8_t hop = SL_HOP_DETACHED;
+	struct nf *x = NULL;
+	uint32_t cnt = 0;
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (d[i].region != r->lend.region || d[i].buf >= r->lend.nbufs)
+			continue;
+		struct sl_bufstate *st = &r->st[d[i].buf];
+		uint16_t o = st->owner;
+		if (o == SL_OWNER_NONE || o == (uint16_t)(id + 1))
+			continue;
+		if (o != last) {
+			if (cnt)
+				cohost_count(x, nf, cnt, bytes);
+			cnt = 0;
+			bytes = 0;
+			last = SL_OWNER_NONE;
+			if ((uint32_t)(o - 1) >= M.max_nfs || !cohost_of(nf, &M.nfs[o - 1]))
+				continue; /* not a cohost's: handle_returned refuses it */
+			last = o;
+			x = &M.nfs[o - 1];
+		}
+		sl_lend_deliver(&r->lend, d[i].buf, id);
+		if (st->chain != chain) {
+			chain = st->chain;
+			hop = hop_of(rt, chain, nf->service);
+		}
+		st->hop = hop;
+		cnt++;
+		bytes += d[i].len;
+	}
+	if (cnt)
+		cohost_count(x, nf, cnt, bytes);
+}
+
 /* Act on one returned descriptor. Inlined into drain_returned's loop: a call per descriptor cost the
  * 1-NF worker 3-5 % of its rate (bench/notes.md "Shorter paths, measured in one session"). */
 static inline __attribute__((always_inline)) void handle_returned(uint16_t id, struct nf *nf, const struct sl_desc *d,
@@ -1135,6 +1255,9 @@ static void drain_returned(uint16_t id, struct nf *nf, const struct sl_desc *d, 
 			if (d[i].off < r->size)
 				rte_prefetch0(r->base + d[i].off);
 	}
+	/* a fused segment's member (a pipe reader of its own process) returns its head's buffers */
+	if (unlikely(nf->cohost_in) && n != 0)
+		cohost_adopt(id, nf, d, n, rt);
 	for (uint32_t i = 0; i < n; i++)
 		handle_returned(id, nf, &d[i], rt);
 }
@@ -1376,6 +1499,8 @@ static void pipe_open(struct nf *up, struct nf *down, const struct route *rt)
 	up->pipe_to = (int32_t)(down - M.nfs);
 	up->pipe_closing = false;
 	down->pipe_from = uid;
+	if (up->pid == down->pid && !up->guest && !down->guest)
+		down->cohost_in = true; /* its host may fuse the pipe: returns of up's buffers, even after it closes */
 	down->pipe_kicked = false;
 	W->piped[W->npiped++] = uid;
 	W->st.pipes.opened++;
@@ -1573,6 +1698,7 @@ static void exec_cmd(struct wcmd *c)
 		if (nf->po)
 			nf_ring_init(&nf->pok, nf->po, M.cfg.ring_size);
 		nf->pipe_to = nf->pipe_from = -1;
+		nf->cohost_in = false;
 		nf->pipe_kicked = false;
 		nf->pipe_closing = false;
 		nf->pipe_backlog = 0;

@@ -402,6 +402,7 @@ struct nf {
 	int32_t pipe_to, pipe_from; /* NF ids joined by a pipe, -1 none (worker only) */
 	uint32_t pipe_epoch;        /* last info->pipe_in.epoch it was given (worker only) */
 	uint32_t pipe_open_epoch;   /* the epoch that opened its current pipe input */
+	bool cohost_in;             /* a pipe from an NF of its own process was opened to it (datapath.c "Cohosted NFs") */
 	uint32_t pipe_kick_cons;    /* its pipe consumer index when last kicked for pipe input */
 	bool pipe_kicked;
 	bool pipe_closing;          /* its reader was told to stop; finished once it acknowledges */
@@ -703,7 +704,7 @@ struct worker_stats {
 	uint64_t ring_faults[NF_RING__COUNT]; /* NFs disconnected for a ring violation, by kind */
 	struct { uint64_t nf, domain; } quota_drops; /* violations.quota: an NF at its quota, a domain at its bound */
 	struct out_set_stats out_set;
-	struct { uint64_t open, opened, closed, packets, close_timeouts; } pipes; /* stats.pipes */
+	struct { uint64_t open, opened, closed, packets, close_timeouts, fused; } pipes; /* stats.pipes */
 	uint64_t doorbells;                   /* parked NFs that rang their doorbell */
 	uint64_t bell_polls, bell_events;     /* doorbell epoll_wait(0) calls and the events they returned */
 	struct flow_stats flow_st;
