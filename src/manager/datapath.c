@@ -1138,6 +1138,25 @@ static void cohost_count(struct nf *x, struct nf *nf, uint32_t cnt, uint64_t byt
 	W->st.pipes.fused += cnt;
 }
 
+static void pipe_account(struct nf *up, struct nf *down, const struct route *rt);
+
+/* What the members before nf took from their pipes is theirs before nf's returns are looked at: a
+ * fused pass leaves nothing on the pipe rings between them, so pipe_account(up, nf) alone stops at
+ * once and never reaches the segment's first member, which may have taken its input from another
+ * process's pipe. Upstream first, as pipe_account's own recursion goes. */
+static void cohost_settle(struct nf *nf, const struct route *rt)
+{
+	struct nf *path[16];
+	unsigned n = 0;
+	for (struct nf *m = nf; m->pipe_from >= 0 && n < 16; m = &M.nfs[m->pipe_from]) {
+		path[n++] = m;
+		if (M.nfs[m->pipe_from].pid != m->pid)
+			break; /* m is the segment's first member; its input comes from another process */
+	}
+	while (n--)
+		pipe_account(&M.nfs[path[n]->pipe_from], path[n], rt);
+}
+
 /* Before nf's returns are acted on: every buffer among them that an NF of its process holds becomes
  * nf's, at nf's place in its chain. Runs of one owner (a segment's first member, as a rule) are
  * counted once. A descriptor that names no such buffer is left for handle_returned to judge. */
@@ -1150,12 +1169,22 @@ static __attribute__((noinline)) void cohost_adopt(uint16_t id, struct nf *nf, c
 	struct nf *x = NULL;
 	uint32_t cnt = 0;
 	uint64_t bytes = 0;
+	bool settled = false;
 	for (uint32_t i = 0; i < n; i++) {
 		if (d[i].region != r->lend.region || d[i].buf >= r->lend.nbufs)
 			continue;
 		struct sl_bufstate *st = &r->st[d[i].buf];
 		uint16_t o = st->owner;
-		if (o == SL_OWNER_NONE || o == (uint16_t)(id + 1))
+		if (o == (uint16_t)(id + 1))
+			continue;
+		if (!settled) {
+			settled = true;
+			cohost_settle(nf, rt);
+			o = st->owner;
+			if (o == (uint16_t)(id + 1))
+				continue;
+		}
+		if (o == SL_OWNER_NONE)
 			continue;
 		if (o != last) {
 			if (cnt)
@@ -1308,9 +1337,17 @@ static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
 	uint16_t uid = (uint16_t)(up - M.nfs), did = (uint16_t)(down - M.nfs);
 	uint64_t bytes = 0;
 	uint32_t moved = 0;
+	struct sl_desc chunk[SL_BURST];
 	for (uint32_t i = 0; i < took; i++) {
-		struct sl_desc d;
-		nf_ring_read_desc(&d, &up->pok.sh->desc[(up->pok.own + i) & up->pok.mask]);
+		if (i % SL_BURST == 0) { /* copied out once (nfring.h), a burst at a time */
+			uint32_t k = took - i < SL_BURST ? took - i : SL_BURST;
+			for (uint32_t j = 0; j < k; j++)
+				nf_ring_read_desc(&chunk[j], &up->pok.sh->desc[(up->pok.own + i + j) & up->pok.mask]);
+			/* a fused segment's last member pipes on buffers of the members before it: its own first */
+			if (unlikely(up->cohost_in))
+				cohost_adopt(uid, up, chunk, k, rt);
+		}
+		struct sl_desc d = chunk[i % SL_BURST];
 		enum sl_desc_verdict v = sl_lend_check(&r->lend, &d, uid, (uint16_t)M.nports, (uint16_t)M.nservices);
 		if (v != SL_DESC_OK && v < SL_DESC_BAD_RANGE) { /* not up's buffer: nothing to move (down's return of it fails) */
 			count_invalid(up, v);
@@ -1543,6 +1580,29 @@ static void pipe_close_finish(struct nf *up, const struct route *rt)
 {
 	struct nf *down = &M.nfs[up->pipe_to];
 	pipe_account(up, down, rt);
+	/* A fused segment through this pipe (datapath.c "Cohosted NFs"): down and the members after it
+	 * may have returned buffers of members before it, passed on by calls before down let go of the
+	 * pipe. Act on them while the pipe path still says which members they went through. */
+	if (down->cohost_in) {
+		unsigned guard = 0;
+		for (struct nf *d = down; guard++ < 64; d = &M.nfs[d->pipe_to]) {
+			while (!d->fault && drain_nf((uint16_t)(d - M.nfs), rt) >= SL_BURST)
+				;
+			if (d->pipe_to < 0 || M.nfs[d->pipe_to].pid != d->pid) {
+				/* what it piped on to another process and that one has not taken yet */
+				if (d->pipe_to >= 0 && !d->fault && pipe_sync(d)) {
+					struct sl_desc chunk[SL_BURST];
+					for (uint32_t i = d->pok.own; i != d->pok.peer;) {
+						uint32_t k = 0;
+						for (; k < SL_BURST && i != d->pok.peer; k++, i++)
+							nf_ring_read_desc(&chunk[k], &d->pok.sh->desc[i & d->pok.mask]);
+						cohost_adopt((uint16_t)(d - M.nfs), d, chunk, k, rt);
+					}
+				}
+				break;
+			}
+		}
+	}
 	up->pipe_to = -1;
 	up->pipe_closing = false;
 	down->pipe_from = -1;
@@ -1555,7 +1615,9 @@ static void pipe_close_finish(struct nf *up, const struct route *rt)
 		}
 	W->st.pipes.closed++;
 	W->st.pipes.open = W->npiped;
-	if (up->set == NF_SET_NONE && up->active) /* the worker reads its pipe ring again */
+	/* the worker reads its pipe ring again: from the busy set, where a park that follows asks for
+	 * that ring's doorbell too (a park from before, with the pipe open, did not) */
+	if (up->set != NF_SET_BUSY && up->active)
 		set_enter(up, NF_SET_BUSY);
 }
 
