@@ -372,6 +372,8 @@ static void kick(struct nf *nf)
 		set_enter(nf, NF_SET_BUSY);
 }
 
+static void cohost_busy(const struct nf *nf);
+
 static void flush_nf(struct nf *nf)
 {
 	uint32_t n = 0;
@@ -391,6 +393,10 @@ static void flush_nf(struct nf *nf)
 	nf->lent += n;
 	if (n && nf->set == NF_SET_NONE)
 		set_enter(nf, NF_SET_BUSY);
+	/* its host may run them on through its members by calls (fused pipes) at once, before this NF is
+	 * drained or even kicked: the members that may return them are collected from now on */
+	if (n && nf->pipe_to >= 0)
+		cohost_busy(nf);
 	nf->st.rx_pkts += n;
 	nf->st.rx_bytes += bytes;
 	for (uint32_t i = n; i < nf->nstage; i++) /* staged, never the NF's: the manager's to free */
@@ -482,7 +488,8 @@ static bool cohost_upstream_holds(const struct nf *nf)
 	return false;
 }
 
-/* ... and enters it as soon as that one holds some. */
+/* ... and enters it as soon as that one is given some (flush_nf, pipe_account), whatever state the
+ * holder is in: a parked holder is not drained, and a member outside the set is never rung for. */
 static void cohost_busy(const struct nf *nf)
 {
 	unsigned guard = 0;
@@ -1376,6 +1383,8 @@ static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
 	__atomic_store_n(&up->pok.sh->cons, c, __ATOMIC_RELEASE); /* up may refill those slots now */
 	if (moved && down->set == NF_SET_NONE)
 		set_enter(down, NF_SET_BUSY);
+	if (moved && down->pipe_to >= 0) /* as flush_nf */
+		cohost_busy(down);
 }
 
 /* Take up to a burst of what NF `id` returned, each descriptor copied out once (nfring.h), and act:
