@@ -282,6 +282,34 @@ def switch_cost(build: Path, cpu: int = 0, procs: int = 5) -> dict | None:
         return None
 
 
+def cpu_stalls(build: Path, cpus: tuple = (0, 1), seconds: float = 10.0) -> list | None:
+    """How long each CPU is taken from a SCHED_FIFO thread spinning on it (bench/stalls.c: interrupts
+    and, in a guest, the hypervisor; no task of this machine preempts it), measured on all `cpus` at
+    once: the floor under any latency tail in this run. None, with the reason on stderr, when the probe
+    is not built or fails."""
+    exe = build / "bench" / "sluice-bench-stalls"
+    if not exe.exists():
+        print(f"bench: note: {exe} is not built; no CPU-stall figure (ninja -C {build})", file=sys.stderr)
+        return None
+    procs = [subprocess.Popen([str(exe), "--cpu", str(c), "--seconds", str(seconds), "--policy", "fifo"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cpus]
+    out = []
+    try:
+        for p in procs:
+            o, e = p.communicate(timeout=seconds + 30)
+            if p.returncode != 0:
+                raise ValueError(e.strip() or f"exit status {p.returncode}")
+            out.append(json.loads(o))
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        print(f"bench: warning: sluice-bench-stalls failed: {e}", file=sys.stderr)
+        return None
+    return out
+
+
 def machine_info() -> dict:
     cpu_model, flags = "unknown", ""
     mhz = None

@@ -48,7 +48,7 @@ import time  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_report  # noqa: E402
 from common import (RESULTS, TESTPMD, BenchError, Progress, eal_memory_args, hugepages_2m,  # noqa: E402
-                    machine_info, switch_cost, use_hugepages)
+                    machine_info, switch_cost, use_hugepages, cpu_stalls)
 import peer_linux  # noqa: E402
 import peer_memif  # noqa: E402
 import peer_ovs  # noqa: E402
@@ -507,6 +507,8 @@ def main(argv=None) -> int:
     machine["dpdk_memory"] = "huge pages" if use_hugepages() else "4 KiB pages (--no-huge)"
     # the host moves this from hour to hour; latency of NFs sharing core 0 rests on it
     machine["switch_cost_start"] = switch_cost(sluice_fabric.BUILD, cpu=int(sluice_fabric.NF_CORE))
+    if "latency" in scenarios:  # the tail's floor: what the CPUs themselves lose (bench/notes.md)
+        machine["cpu_stalls"] = cpu_stalls(sluice_fabric.BUILD, seconds=2.0 if args.quick else 10.0)
     items = plan(args) if "chain" in scenarios else []
     n_variants = len(args.trial_systems) + (len(args.trial_modes) - 1 if "sluice" in args.trial_systems else 0)
     n_sessions = len(args.trial_nfs) * n_variants * args.runs if want_trials else 0

@@ -108,6 +108,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "sluice-bench-stalls: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 1;
+	}
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);

@@ -34,7 +34,7 @@ def machine_rows(m: dict, cfg: dict | None = None) -> list[str]:
         f"| DPDK | {m.get('dpdk_version', '?')} |",
         f"| huge pages | {hp_txt} |",
         f"| load average at start | {m.get('loadavg', '?')} |",
-    ] + _switch_row(m)
+    ] + _switch_row(m) + _stall_row(m)
 
 
 def _switch_row(m: dict) -> list[str]:
@@ -48,6 +48,16 @@ def _switch_row(m: dict) -> list[str]:
             f"({x.get('procs', '?')} {x.get('policy', '?').upper()} processes yielding in turn, `sluice-bench-switchcost`; "
             f"between threads of one process {x.get('thread_switch_ns', 0) / 1000:.2f} µs, a yield alone "
             f"{x.get('yield_alone_ns', 0) / 1000:.2f} µs) |"]
+
+
+def _stall_row(m: dict) -> list[str]:
+    """The CPU-stall probe's figures (bench/stalls.c), where the run recorded them."""
+    st = m.get("cpu_stalls")
+    if not st:
+        return []
+    cells = "; ".join(f"core {x['cpu']}: longest {x['max_us'] / 1000:.2f} ms, {x['stalls_over']['1000']} over 1 ms, "
+                      f"{x['lost_share']:.2%} of the time lost" for x in st)
+    return [f"| CPU stalls ({st[0]['seconds']:.0f} s, a SCHED_FIFO spinner per core, `sluice-bench-stalls`) | {cells} |"]
 
 
 def _machine_key(m: dict) -> tuple:

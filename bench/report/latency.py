@@ -252,6 +252,30 @@ def _floor_reading(data: dict, nfs: list[int]) -> list[str]:
             "softirq pass on core 1."]
 
 
+def _stall_reading(data: dict) -> list[str]:
+    """The tail's floor (bench/stalls.c, recorded at the run's start): what each CPU lost to a
+    SCHED_FIFO thread that spun on it. A packet on a path through a CPU that arrives during a stall
+    waits it out, so the share of time behind stalls longer than 100 µs is, at least, the share of
+    evenly arriving packets later than 100 µs: p99.99 <= 100 µs needs it below 0.01 %."""
+    st = data.get("machine", {}).get("cpu_stalls")
+    if not st:
+        return []
+    cells = "; ".join(f"core {x['cpu']}: {x['stalls_over']['100']} stalls > 100 µs and {x['stalls_over']['1000']} "
+                      f"> 1 ms in {x['seconds']:.0f} s, longest {x['max_us'] / 1000:.2f} ms, "
+                      f"{x['late_share_100us']:.3%} of the time behind a stall > 100 µs" for x in st)
+    late = [str(x["cpu"]) for x in st if x["late_share_100us"] > 1e-4]
+    long_ = [str(x["cpu"]) for x in st if x["max_us"] > 1000]
+    verdict = []
+    if late:
+        verdict.append(f"no path through core {' or '.join(late)} can have p99.99 ≤ 100 µs here (more than 0.01 % "
+                       "of the time behind such stalls)")
+    if long_:
+        verdict.append(f"none through core {' or '.join(long_)} can keep every packet under 1 ms")
+    return [f"- **The tail's floor** (`sluice-bench-stalls --policy fifo`, both cores at once, at the run's start: "
+            f"interrupts and the hypervisor, which no scheduling inside this machine removes): {cells}."
+            + (" So " + ", and ".join(verdict) + ", whatever the system." if verdict else "")]
+
+
 def latency_reading(data: dict) -> list[str]:
     res = rows_of(data["results"], LATENCY)
     out = []
@@ -270,6 +294,7 @@ def latency_reading(data: dict) -> list[str]:
             out.append(f"- {n} NF{'s' if n > 1 else ''}, {ld:.0%} load: Sluice p99 {mine} µs"
                        + (" vs " + ", ".join(parts) + " µs" if parts else "") + ".")
     out += _floor_reading(data, sorted({n for n, _ in _lat_groups(res)}))
+    out += _stall_reading(data)
     lossy = [r for r in res if sum(x for x in (r.get("runs_lost") or []) if x) > 0]
     if lossy:
         out.append("- Packets lost in latency trials (below the zero-loss rate, so the zero-loss rate was not "

@@ -71,6 +71,8 @@ static inline uint32_t sl_ring_dequeue_burst(struct sl_ring *r, struct sl_desc *
 	uint32_t cons = r->cons; /* only we write it */
 	uint32_t prod = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE);
 	uint32_t avail = prod - cons;
+	if (avail == 0)
+		return 0; /* no store: the producer reads this line, and a host polls thousands of empty rings */
 	if (n > avail)
 		n = avail;
 	for (uint32_t i = 0; i < n; i++)
