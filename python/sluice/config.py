@@ -767,6 +767,30 @@ def _program(prog, path, base_dir):
 
 # -------------------------------------------------------------------- public
 
+# `metrics:` (docs/observability.md "Metrics"): `sluice up` also serves sluiced's counters for Prometheus
+# (`sluice metrics --listen`), supervised like the socket service.
+METRICS_DEFAULT_LISTEN = "127.0.0.1:9464"
+
+
+def _metrics(v, path="metrics"):
+    """metrics: true | null (the key alone) | {listen: HOST:PORT}: the exporter on that address (loopback
+    9464 by default); metrics: false: none. Returns {"listen": ...} or None."""
+    if v is False:
+        return None
+    if v is None or v is True:
+        return {"listen": METRICS_DEFAULT_LISTEN}
+    if not isinstance(v, dict):
+        raise ConfigError(path, f"must be true, false or a mapping with listen (got {_type_name(v)} {v!r})")
+    _mapping(v, path, ["listen"])
+    listen = v.get("listen", METRICS_DEFAULT_LISTEN)
+    from .exporter.server import parse_listen
+    try:
+        parse_listen(listen)
+    except ValueError as e:
+        raise ConfigError(f"{path}.listen", str(e)) from None
+    return {"listen": listen}
+
+
 def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     """Validate a parsed config (dict) and return a new dict with every default
     filled in. Raises ConfigError naming the first bad field.
@@ -776,7 +800,7 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     usable by DPDK (sysfs: pci_device_problem); default: as check_programs (both are checks
     against this machine)."""
     _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests", "stack",
-                        "groups"])
+                        "groups", "metrics"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
     if "stack" in data:
         stack = _stack(data["stack"])
@@ -787,6 +811,11 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
                 raise ConfigError("sluiced.socket_dir", f"too long for the socket service's stack-ctl.sock "
                                                         f"({len(sd)} characters; at most "
                                                         f"{SUN_PATH_MAX - len('/stack-ctl.sock')} with stack:)")
+
+    if "metrics" in data:
+        metrics = _metrics(data["metrics"])
+        if metrics is not None:
+            cfg["metrics"] = metrics
 
     if data.get("ports") is None:
         raise ConfigError("ports", "required (a list of at least one port)")
@@ -1152,6 +1181,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     out = copy.deepcopy(cfg)
     out.pop("guests", None)  # the supervisor's business: sluiced sees only their net_vhost ports
     out.pop("stack", None)   # the supervisor's business too: it runs sluice-stackd beside sluiced
+    out.pop("metrics", None)  # and the exporter
     out.pop("groups", None)  # so are groups (sluiced refuses the key): each member attaches as an NF
     if socket_dir is not None:
         out["sluiced"]["socket_dir"] = socket_dir

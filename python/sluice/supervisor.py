@@ -15,7 +15,8 @@ the whole group. logs/<member>.log links to the group's log; a member cannot be 
 
 With a `stack:` section in the config, "nfs" also holds the socket service sluice-stackd (docs/sockets.md,
 "kind": "stack"): started once the NFs are attached, in the same socket dir, restarted like an NF
-(restart: always) and stopped with them.
+(restart: always) and stopped with them. With `metrics:`, the Prometheus exporter (`sluice metrics --listen`,
+docs/observability.md, "kind": "exporter") likewise.
 
 While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/supervisor.sock
 (the same framing as sluiced's control socket), for `sluice nf scale`:
@@ -547,6 +548,34 @@ class StackSlot(NfSlot):
         return st
 
 
+class ExporterSlot(StackSlot):
+    """The Prometheus exporter (`metrics:`; docs/observability.md): `sluice metrics --listen ADDR` for our
+    socket dir, a process of its own beside sluiced (a slow scrape never holds up the supervisor), restarted
+    like the socket service."""
+
+    NAME = "sluice-exporter"
+
+    def __init__(self, socket_dir, listen, log_path):
+        argv = [sys.executable, "-m", "sluice", "metrics", "--socket-dir", socket_dir, "--listen", listen]
+        env = dict(os.environ)
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        NfSlot.__init__(self, self.NAME, {"name": None, "restart": "always"}, argv, env, log_path)
+        self.sandbox = "none"
+        self.listen = listen
+
+    def describe(self, rc):
+        if rc is None and self.start_error:
+            return f"could not be started ({self.start_error})"
+        return f"(the metrics exporter on {self.listen}) " + describe_status(rc)
+
+    def to_state(self):
+        st = NfSlot.to_state(self)
+        st["kind"] = "exporter"
+        st["listen"] = self.listen
+        return st
+
+
 class GroupSlot(NfSlot):
     """One process of an NF group (docs/groups.md; the config's groups: / nfs[].group): sluice-group
     hosting instance k of every member, each attached to sluiced as an NF of its own. Supervised like an
@@ -857,6 +886,31 @@ class Supervisor:
                     pass
             if time.monotonic() > deadline:
                 raise SupervisorError(f"sluice-stackd did not answer on {self.stack_ctl} within "
+                                      f"{self.ready_timeout:g}s; last lines of {slot.log_path}:\n"
+                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
+            time.sleep(POLL)
+
+    def start_exporter(self):
+        """The Prometheus exporter (`metrics:`), once the NFs are attached; returns once it listens."""
+        m = self.cfg.get("metrics")
+        if not m:
+            return
+        slot = ExporterSlot(self.socket_dir, m["listen"], os.path.join(self.log_dir, f"{ExporterSlot.NAME}.log"))
+        since = os.path.getsize(slot.log_path) if os.path.exists(slot.log_path) else 0  # an earlier run's lines
+        self.slots.append(slot)
+        self.start_slot(slot)
+        self.write_state()
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if slot.proc is None or slot.proc.poll() is not None:
+                raise SupervisorError(f"metrics: the exporter {slot.describe(slot.proc.poll() if slot.proc else None)} "
+                                      f"during startup; last lines of {slot.log_path}:\n"
+                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
+            if "serving http://" in (tail(slot.log_path, 5, since) or ""):
+                log(f"metrics on http://{m['listen']}/metrics (exporter pid {slot.proc.pid})")
+                return
+            if time.monotonic() > deadline:
+                raise SupervisorError(f"metrics: the exporter did not listen on {m['listen']} within "
                                       f"{self.ready_timeout:g}s; last lines of {slot.log_path}:\n"
                                       + _indent(tail(slot.log_path, 15) or "(nothing)"))
             time.sleep(POLL)
@@ -1388,6 +1442,7 @@ class Supervisor:
             self.write_state()
             self.wait_nfs_attached()
             self.start_stack()
+            self.start_exporter()
             self.start_guests()
         except BaseException:
             self.teardown()

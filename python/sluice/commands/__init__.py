@@ -5,6 +5,7 @@ and the cmd_* functions the parsed arguments dispatch to:
     daemon    up, down, status      sluiced and the supervisor started by `sluice up`
     stats     stats                 counters and drop reasons
     top       top                   live rates
+    metrics   metrics               Prometheus metrics, once or served (sluice/exporter/)
     chains    chain                 service chains
     ports     port                  ports at runtime (add, del, list) and their ingress chains
     steering  rule, flows, service  steering rules, the flow table, replica policies
