@@ -42,7 +42,7 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
             nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev \
             qemu-system-x86 linux-image-amd64 busybox-static cpio kmod \
-            redis-server redis-tools wrk python3-yaml systemd
+            redis-server redis-tools wrk python3-yaml systemd prometheus
 
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk
@@ -81,11 +81,19 @@ install-debs:
 	export DEBIAN_FRONTEND=noninteractive; \
 	echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections; \
+	guard=""; \
+	if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	  printf '#!/bin/sh\n# make deps: packages install without starting their daemons (prometheus, nginx, redis)\nexit 101\n' \
+	    > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && guard=1; \
+	fi; \
+	rc=0; \
 	if ! apt-get install -y -q --no-install-recommends $$missing; then \
 	  echo "deps: install failed with the current package lists; running apt-get update"; \
 	  apt-get update -q; \
-	  apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	  apt-get install -y -q --no-install-recommends $$missing || rc=$$?; \
+	fi; \
+	[ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
+	exit $$rc
 
 venv: $(STAMP)
 

@@ -395,7 +395,7 @@ static void flush_nf(struct nf *nf)
 		set_enter(nf, NF_SET_BUSY);
 	/* its host may run them on through its members by calls (fused pipes) at once, before this NF is
 	 * drained or even kicked: the members that may return them are collected from now on */
-	if (n && nf->pipe_to >= 0)
+	if (unlikely(nf->pipe_to >= 0) && n)
 		cohost_busy(nf);
 	nf->st.rx_pkts += n;
 	nf->st.rx_bytes += bytes;
@@ -513,9 +513,10 @@ static uint32_t drain_busy(const struct route *rt)
 		struct nf *nf = &M.nfs[id];
 		bool asleep = __atomic_load_n(&nf->rx->need_kick, __ATOMIC_ACQUIRE) != 0;
 		got += drain_nf(id, rt);
-		if (nf->pipe_to >= 0 && nf->lent != 0)
+		if (unlikely(nf->pipe_to >= 0) && nf->lent != 0)
 			cohost_busy(nf);
-		if (unlikely(nf->fault) || (nf->lent == 0 && nf->nstage == 0 && !cohost_upstream_holds(nf)))
+		if (unlikely(nf->fault) ||
+		    (nf->lent == 0 && nf->nstage == 0 && (likely(nf->pipe_from < 0) || !cohost_upstream_holds(nf))))
 			set_leave(nf); /* a faulted NF's rings are not read again; its detach reclaims */
 		else if (asleep && nf->bell && nf_ring_tx_avail(&nf->txk) == 0 &&
 			 (!worker_reads_pipe(nf) || nf_ring_tx_avail(&nf->pok) == 0) && !kick_pending(nf))
