@@ -185,7 +185,7 @@ def expected(stats):
         for r, v in n["drops"].items():
             put(f"nfs[].drops.{r}", "sluice_nf_drops_total", v, nf=nf, reason=r)
         for k, v in n["counters"].items():
-            put(f"nfs[].counters.{k}", "sluice_nf_counter", v, nf=nf, counter=k)
+            put(f"nfs[].counters.{k}", "sluice_nf_stat", v, nf=nf, stat=k)
     for s in stats["services"]:
         for r, v in s["drops"].items():
             put(f"services[].drops.{r}", "sluice_service_drops_total", v, service=s["name"], reason=r)
@@ -351,7 +351,7 @@ def test_prometheus_scrapes_the_exporter_and_agrees_with_stats(sluice, workdir):
         drops = {r["metric"]["reason"]: int(r["value"][1]) for r in prom_query(base, "sluice_drops_total")}
         assert drops == st["drops"]
         # the count NF's own counters, as labels of one metric
-        own = {r["metric"]["counter"]: int(r["value"][1]) for r in prom_query(base, 'sluice_nf_counter{nf="b"}')}
+        own = {r["metric"]["stat"]: int(r["value"][1]) for r in prom_query(base, 'sluice_nf_stat{nf="b"}')}
         assert own == {k: v for k, v in next(n for n in st["nfs"] if n["name"] == "b")["counters"].items()}
         # and a rate over the run: Prometheus's own arithmetic on our counters
         assert prom_query(base, "sum(sluice_nf_rx_packets_total)")[0]["value"][1] == str(2 * N)

@@ -50,8 +50,8 @@ def collect(ex, stats, status):
             ex.counter("sluice_nf_drops_total", "packets sluiced dropped at the NF, by reason (docs/api.md)", v,
                        nf=nf, reason=reason)
         for cname, v in (n.get("counters") or {}).items():
-            ex.untyped("sluice_nf_counter", "the NF's own named counters (sl_nf_counter; sdk.* are the SDK's: "
-                       "batches, sleeps, wakeups, ...)", v, nf=nf, counter=cname)
+            ex.untyped("sluice_nf_stat", "the NF's own named counters (sl_nf_counter; sdk.* are the SDK's: "
+                       "batches, sleeps, wakeups, ...)", v, nf=nf, stat=cname)
         pid = n.get("pid")
         if pid:
             cpu = process_cpu_seconds(pid)
