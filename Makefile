@@ -217,9 +217,10 @@ install:
 	ninja -C $(BUILD)
 	env -u DESTDIR meson install -C $(BUILD) --no-rebuild --quiet $(if $(DEST),--destdir $(DEST))
 	rm -rf $(DEST)$(PYLIBDIR)/sluice
-	install -d $(DEST)$(PYLIBDIR)/sluice/commands $(DEST)$(BINDIR)
+	install -d $(DEST)$(PYLIBDIR)/sluice/commands $(DEST)$(PYLIBDIR)/sluice/exporter $(DEST)$(BINDIR)
 	install -m 0644 python/sluice/*.py $(DEST)$(PYLIBDIR)/sluice/
 	install -m 0644 python/sluice/commands/*.py $(DEST)$(PYLIBDIR)/sluice/commands/
+	install -m 0644 python/sluice/exporter/*.py $(DEST)$(PYLIBDIR)/sluice/exporter/
 	$(PY_SYS) -m compileall -q -d $(PYLIBDIR)/sluice $(DEST)$(PYLIBDIR)/sluice
 	sed -e 's|@PYTHON@|$(PY_SYS)|' dist/sluice.in > $(DEST)$(BINDIR)/sluice
 	chmod 0755 $(DEST)$(BINDIR)/sluice
