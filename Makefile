@@ -171,6 +171,7 @@ test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages tracefs
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/trust.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/sockets.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/restart.py --quick --no-report --results "$$d" && \
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/observability.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/pci_guest.py --quick --no-report --results "$$d"
 
 demo: deps venv build guest-image hugepages

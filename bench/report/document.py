@@ -17,6 +17,7 @@ from .sockets import sockets_section
 from .steering import steering_section
 from .trust import trust_section
 from .restart import restart_section
+from .observability import observability_section
 from .pci_guest import pci_guest_section
 from .zeroloss import zeroloss_method, zeroloss_reading, zeroloss_table
 
@@ -139,6 +140,7 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
     L += trust_section(loaded, out_dir)
     L += sockets_section(loaded, out_dir)
     L += restart_section(loaded, out_dir, draw)
+    L += observability_section(loaded, out_dir, draw)
     L += pci_guest_section(loaded, out_dir)
 
     if NOTES.exists():

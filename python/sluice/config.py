@@ -783,7 +783,7 @@ def _metrics(v, path="metrics"):
         raise ConfigError(path, f"must be true, false or a mapping with listen (got {_type_name(v)} {v!r})")
     _mapping(v, path, ["listen"])
     listen = v.get("listen", METRICS_DEFAULT_LISTEN)
-    from .exporter.server import parse_listen
+    from .exporter.listen import parse_listen
     try:
         parse_listen(listen)
     except ValueError as e:

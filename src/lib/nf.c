@@ -53,6 +53,14 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* The handler-time histogram's buckets (ns, powers of 4): 256 ns .. 4 ms, and more. */
+#define SL_HANDLER_BUCKETS 9
+static const char *const handler_le_name[SL_HANDLER_BUCKETS] = {
+	"sdk.handler_le_256", "sdk.handler_le_1024", "sdk.handler_le_4096", "sdk.handler_le_16384",
+	"sdk.handler_le_65536", "sdk.handler_le_262144", "sdk.handler_le_1048576", "sdk.handler_le_4194304",
+	"sdk.handler_le_inf",
+};
+
 struct sl_region {
 	uint8_t *base;     /* NULL: index not mapped */
 	size_t size;
@@ -97,6 +105,14 @@ struct sl_nf {
 	struct sl_guest_devs gdev;
 	struct sl_nf_config cfg;
 	struct sl_nf_stats stats;
+	/* the SDK's own counters in the info page (sdk.*, sluice stats and the exporter read them):
+	 * batches, sleeps and wakeups as in stats, and the handler's time per batch as a histogram
+	 * (SLUICE_NF_HANDLER_HIST=0 turns its two clock reads per batch off) */
+	struct {
+		uint64_t *batches, *sleeps, *wakeups, *handler_ns_sum;
+		uint64_t *handler_le[SL_HANDLER_BUCKETS];
+	} pub;
+	int handler_hist;
 	/* re-attach (docs/abi.md "Restarts"): the last connection's TX ring map stays mapped until the
 	 * next one is mapped over it (MAP_FIXED), so the info page, and the counter pointers the NF holds,
 	 * keep their address; its counters wait in saved[] meanwhile */
@@ -106,6 +122,51 @@ struct sl_nf {
 	uint32_t nsaved;
 	struct sl_region region[SL_REGIONS];
 };
+
+/* ------------------------------------------------------------------------ */
+/* the SDK's counters in the info page                                         */
+
+static inline void pub_inc(uint64_t *own, uint64_t *pub)
+{
+	++*own;
+	if (pub != NULL)
+		__atomic_store_n(pub, *own, __ATOMIC_RELAXED);
+}
+
+uint64_t *sl_nf_counter(struct sl_nf *nf, const char *name);
+
+/* Register (again, after a re-attach: the same names find their entries) the sdk.* counters. */
+static void pub_init(struct sl_nf *nf)
+{
+	nf->pub.batches = sl_nf_counter(nf, "sdk.batches");
+	nf->pub.sleeps = sl_nf_counter(nf, "sdk.sleeps");
+	nf->pub.wakeups = sl_nf_counter(nf, "sdk.wakeups");
+	if (nf->pub.batches)
+		*nf->pub.batches = nf->stats.batches;
+	if (nf->pub.sleeps)
+		*nf->pub.sleeps = nf->stats.sleeps;
+	if (nf->pub.wakeups)
+		*nf->pub.wakeups = nf->stats.wakeups;
+	const char *h = getenv("SLUICE_NF_HANDLER_HIST");
+	nf->handler_hist = !(h != NULL && strcmp(h, "0") == 0);
+	if (!nf->handler_hist)
+		return;
+	nf->pub.handler_ns_sum = sl_nf_counter(nf, "sdk.handler_ns_sum");
+	for (int b = 0; b < SL_HANDLER_BUCKETS; b++)
+		if ((nf->pub.handler_le[b] = sl_nf_counter(nf, handler_le_name[b])) == NULL)
+			nf->handler_hist = 0; /* no room for all of them: none */
+	if (nf->pub.handler_ns_sum == NULL)
+		nf->handler_hist = 0;
+}
+
+static inline unsigned handler_bucket(uint64_t ns)
+{
+	if (ns <= 256)
+		return 0;
+	unsigned lg = 63u - (unsigned)__builtin_clzll(ns - 1); /* ns in (2^lg, 2^(lg+1)] */
+	unsigned b = (lg - 8u) / 2u + 1u;                        /* (256*4^(b-1), 256*4^b] */
+	return b < SL_HANDLER_BUCKETS - 1 ? b : SL_HANDLER_BUCKETS - 1;
+}
 
 /* ------------------------------------------------------------------------ */
 /* time                                                                        */
@@ -428,6 +489,8 @@ static void conn_undo(struct sl_nf *nf, int keep_tx)
 	}
 	nf->rx = nf->tx = NULL;
 	nf->info = NULL;
+	memset(&nf->pub, 0, sizeof(nf->pub)); /* they pointed into the info page: pub_init finds them again */
+	nf->handler_hist = 0;
 	fuse_unlink(nf);
 	if (nf->pipe_map != NULL)
 		munmap(nf->pipe_map, nf->pipe_map_size);
@@ -682,6 +745,7 @@ int sl_nf_attach(const struct sl_nf_config *cfg, struct sl_nf **out)
 		errno = saved_errno; /* lets callers print the system reason for SL_ERR_IO */
 		return -err;
 	}
+	pub_init(nf);
 	*out = nf;
 	return 0;
 }
@@ -936,7 +1000,7 @@ static int block_rx(struct sl_nf *nf)
 	if (nf->guest && nf->bell_efd < 0) { /* no doorbell: nap, then look again (docs/guests.md "Wakeups") */
 		struct pollfd pfd = { .fd = nf->sock, .events = POLLIN };
 		struct timespec nap = { .tv_sec = 0, .tv_nsec = SL_GUEST_NAP_NS };
-		nf->stats.sleeps++;
+		pub_inc(&nf->stats.sleeps, nf->pub.sleeps);
 		if (ppoll(&pfd, 1, &nap, NULL) > 0 && pfd.revents)
 			rc = socket_event(nf);
 		return rc;
@@ -952,13 +1016,13 @@ static int block_rx(struct sl_nf *nf)
 			{ .fd = nf->rx_efd, .events = POLLIN },
 			{ .fd = nf->sock, .events = POLLIN },
 		};
-		nf->stats.sleeps++;
+		pub_inc(&nf->stats.sleeps, nf->pub.sleeps);
 		if (poll(pfd, 2, -1) > 0) {
 			if (pfd[0].revents & POLLIN) {
 				uint64_t v;
 				ssize_t n = read(nf->rx_efd, &v, sizeof(v));
 				(void)n;
-				nf->stats.wakeups++;
+				pub_inc(&nf->stats.wakeups, nf->pub.wakeups);
 			}
 			if (pfd[1].revents)
 				rc = socket_event(nf);
@@ -1067,7 +1131,7 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 	if (n == 0)
 		return 0;
 	nf->stats.rx_pkts += n;
-	nf->stats.batches++;
+	pub_inc(&nf->stats.batches, nf->pub.batches);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct sl_region *r = &nf->region[d[i].region];
 		/* never hand the handler a descriptor that points outside its buffer */
@@ -1087,8 +1151,18 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 		in_port[np] = d[i].dest;
 		np++;
 	}
-	if (np != 0)
-		handler(nf, pkts, np, arg);
+	if (np != 0) {
+		if (nf->handler_hist) {
+			uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+			handler(nf, pkts, np, arg);
+			uint64_t t = now_ns(CLOCK_MONOTONIC) - t0;
+			uint64_t *c = nf->pub.handler_le[handler_bucket(t)];
+			__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(nf->pub.handler_ns_sum, *nf->pub.handler_ns_sum + t, __ATOMIC_RELAXED);
+		} else {
+			handler(nf, pkts, np, arg);
+		}
+	}
 	for (unsigned i = 0; i < np; i++) {
 		d[i] = pkts[i].d;
 		/* NEXT ignores dest; on a pipe the next NF reads this descriptor as its RX one, where dest
@@ -1202,6 +1276,7 @@ static int reattach(struct sl_nf *nf, int code)
 	nf->stats.reattaches++;
 	nf->stats.restart_lost += lost;
 	int moved = counters_restore(nf, old_info);
+	pub_init(nf);
 	uint64_t *c;
 	if ((c = sl_nf_counter(nf, "sdk.reattaches")) != NULL)
 		*c = nf->stats.reattaches;
@@ -1373,7 +1448,7 @@ int sl_nf_sleep_prepare(struct sl_nf *nf, int fds[2])
 	}
 	fds[0] = nf->rx_efd;
 	fds[1] = nf->sock;
-	nf->stats.sleeps++;
+	pub_inc(&nf->stats.sleeps, nf->pub.sleeps);
 	return 1;
 }
 
@@ -1383,7 +1458,7 @@ void sl_nf_sleep_done(struct sl_nf *nf)
 	if (nf == NULL || nf->rx_efd < 0)
 		return;
 	if (read(nf->rx_efd, &v, sizeof(v)) == (ssize_t)sizeof(v)) /* EFD_NONBLOCK: EAGAIN if not kicked */
-		nf->stats.wakeups++;
+		pub_inc(&nf->stats.wakeups, nf->pub.wakeups);
 	sl_ring_awake(nf->rx);
 }
 

@@ -184,8 +184,20 @@ def expected(stats):
         put("nfs[].timeout_us", "sluice_nf_timeout_seconds", n["timeout_us"] / 1e6, nf=nf)
         for r, v in n["drops"].items():
             put(f"nfs[].drops.{r}", "sluice_nf_drops_total", v, nf=nf, reason=r)
+        cum = 0
+        for k, v in sorted(((k, v) for k, v in n["counters"].items() if k.startswith("sdk.handler_le_")),
+                           key=lambda kv: float("inf") if kv[0].endswith("inf") else int(kv[0].rsplit("_", 1)[1])):
+            cum += v
+            le = k.rsplit("_", 1)[1]
+            put(f"nfs[].counters.{k}", "sluice_nf_handler_seconds_bucket", cum, nf=nf,
+                le="+Inf" if le == "inf" else repr(int(le) / 1e9))
+        if "sdk.handler_ns_sum" in n["counters"]:
+            put("nfs[].counters.sdk.handler_ns_sum", "sluice_nf_handler_seconds_sum",
+                n["counters"]["sdk.handler_ns_sum"] / 1e9, nf=nf)
+            put("nfs[].counters.sdk.handler_ns_sum", "sluice_nf_handler_seconds_count", cum, nf=nf)
         for k, v in n["counters"].items():
-            put(f"nfs[].counters.{k}", "sluice_nf_stat", v, nf=nf, stat=k)
+            if not k.startswith("sdk.handler_"):
+                put(f"nfs[].counters.{k}", "sluice_nf_stat", v, nf=nf, stat=k)
     for s in stats["services"]:
         for r, v in s["drops"].items():
             put(f"services[].drops.{r}", "sluice_service_drops_total", v, service=s["name"], reason=r)
@@ -352,7 +364,12 @@ def test_prometheus_scrapes_the_exporter_and_agrees_with_stats(sluice, workdir):
         assert drops == st["drops"]
         # the count NF's own counters, as labels of one metric
         own = {r["metric"]["stat"]: int(r["value"][1]) for r in prom_query(base, 'sluice_nf_stat{nf="b"}')}
-        assert own == {k: v for k, v in next(n for n in st["nfs"] if n["name"] == "b")["counters"].items()}
+        b_counters = next(n for n in st["nfs"] if n["name"] == "b")["counters"]
+        assert own == {k: v for k, v in b_counters.items() if not k.startswith("sdk.handler_")}
+        # the SDK's handler-time histogram, as Prometheus sees it: every batch in one bucket
+        count = prom_query(base, 'sluice_nf_handler_seconds_count{nf="b"}')
+        assert int(count[0]["value"][1]) == sum(v for k, v in b_counters.items() if k.startswith("sdk.handler_le_"))
+        assert prom_query(base, 'histogram_quantile(0.5, sluice_nf_handler_seconds_bucket{nf="b"})')
         # and a rate over the run: Prometheus's own arithmetic on our counters
         assert prom_query(base, "sum(sluice_nf_rx_packets_total)")[0]["value"][1] == str(2 * N)
     finally:
@@ -412,3 +429,24 @@ def test_sluice_up_serves_metrics_restarts_the_exporter_and_down_stops_it(workdi
         assert not left, f"processes left running after `sluice down`: {left}"
     with pytest.raises(OSError):  # nothing listens any more
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_the_socket_services_programs_are_series_of_their_own():
+    # the shape of sluice-stackd's `stats` (commands/run.py format_stack_stats reads the same fields)
+    stack = {"apps_total": 2, "sockets": 3, "apps": [
+        {"name": "redis-server", "pids": [41], "stack": "kernel", "rate_bps": 0, "sockets": 2, "tx_bytes": 900,
+         "rx_bytes": 1200, "throttled": 0, "conns_kernel": 5, "conns_shm": 1, "calls": 77},
+        {"name": "curl", "pids": [42, 43], "stack": "kernel", "rate_bps": 8000000, "sockets": 1, "tx_bytes": 10,
+         "rx_bytes": 20, "throttled": 4, "conns_kernel": 1, "conns_shm": 0, "calls": 9}]}
+    stats = {"ports": [], "nfs": [], "_stack": stack}
+    m = parse(render(stats, {"version": "x"}))
+    assert series(m, "sluice_stack_programs") == 2 and series(m, "sluice_stack_sockets") == 3
+    assert series(m, "sluice_stack_program_rx_bytes_total", program="redis-server", pids="41") == 1200
+    assert series(m, "sluice_stack_program_connections_total", program="redis-server", module="shm") == 1
+    assert series(m, "sluice_stack_program_calls_total", program="curl", pids="42,43") == 9
+    assert series(m, "sluice_stack_program_rate_limit_bits_per_second", program="curl") == 8000000
+    assert not [k for k in m if k[0] == "sluice_stack_program_rate_limit_bits_per_second"
+                and ("program", "redis-server") in k[1]]  # no limit: no series
+    assert series(m, "sluice_exporter_collector_up", collector="sockets") == 1
+    # without a socket service: no sluice_stack_* at all
+    assert not [k for k in parse(render({"ports": [], "nfs": []}, {})) if k[0].startswith("sluice_stack")]

@@ -351,7 +351,7 @@ def chain_config(workdir, socket_dir, form, inp, out):
 
 # what the comparison leaves out: how the NF was woken and batched (kicks, sleeps, batches depend on
 # timing, and a group's members share one thread), not what it did with the packets
-TIMING = ("kicks", "sleeps", "wakeups", "batches", "polls", "spins")
+TIMING = ("kicks", "sleeps", "wakeups", "batches", "polls", "spins", "handler")
 
 
 def nf_figures(nf):

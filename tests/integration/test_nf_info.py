@@ -22,12 +22,20 @@ def test_counters_and_port_names_reach_across(sluice):  # noqa: F811
     st = sluice.stats()
     assert sluice.port("dst", st)["tx_pkts"] == 0  # fwd chose the port by name, not NEXT
     c = sluice.nf("count", st)["counters"]
-    assert set(c) == {"packets", "bytes", "flows", "table_full"}, c
+    # the NF's own, and the SDK's (sdk.*: batches, sleeps, wakeups, the handler-time histogram)
+    assert {k for k in c if not k.startswith("sdk.")} == {"packets", "bytes", "flows", "table_full"}, c
+    assert {"sdk.batches", "sdk.sleeps", "sdk.wakeups", "sdk.handler_ns_sum", "sdk.handler_le_256",
+            "sdk.handler_le_inf"} <= set(c), c
+    # every batch it handled is in one bucket of the histogram; a block NF was woken at least once
+    buckets = sum(v for k, v in c.items() if k.startswith("sdk.handler_le_"))
+    assert 0 < c["sdk.batches"] and abs(c["sdk.batches"] - buckets) <= max(10, c["sdk.batches"] // 100), c
+    assert c["sdk.handler_ns_sum"] > 0, c
+    assert c["sdk.wakeups"] > 0, c
     # count publishes its totals after each batch: never ahead of what sluiced handed it (read after:
     # within one stats answer sluiced reads rx_pkts before the counters, while traffic flows)
     assert 0 < c["packets"] <= sluice.nf("count")["rx_pkts"]
     assert c["bytes"] == 64 * c["packets"] and c["flows"] == 1 and c["table_full"] == 0, c
-    assert sluice.nf("fwd", st)["counters"] == {}
+    assert {k for k in sluice.nf("fwd", st)["counters"] if not k.startswith("sdk.")} == set()
     # the values are live
     before = c["packets"]
     wait_until(lambda: sluice.nf("count")["counters"]["packets"] > before, 5, "count's counter moves")

@@ -12,4 +12,4 @@ metrics only: `sluice_exporter_collector_up{collector=...}` says which (node_exp
 from .registry import COLLECTORS, collector, render  # noqa: F401
 
 # the collectors register themselves on import (one module per area)
-from . import fabric, nfs, ports, services  # noqa: E402,F401
+from . import fabric, nfs, ports, services, sockets  # noqa: E402,F401

@@ -37,7 +37,7 @@ class Exposition:
     def __init__(self):
         self._fam = {}   # name -> [type, help, [(labels, value)]]
 
-    def _add(self, kind, name, help_, labels, value):
+    def _add(self, kind, name, help_, labels, value, suffix=""):
         if not NAME_RE.match(name):
             raise ValueError(f"metric name {name!r} is not a valid Prometheus name")
         if kind == "counter" and not name.endswith("_total"):
@@ -52,7 +52,7 @@ class Exposition:
                 raise ValueError(f"label name {k!r} of {name} is not a valid Prometheus label")
         if value is None:
             return
-        fam[2].append((labels, value))
+        fam[2].append((suffix, labels, value))
 
     def counter(self, name, help_, value, **labels):
         self._add("counter", name, help_, labels, value)
@@ -63,6 +63,15 @@ class Exposition:
     def untyped(self, name, help_, value, **labels):
         self._add("untyped", name, help_, labels, value)
 
+    def histogram(self, name, help_, buckets, total, count, **labels):
+        """buckets: [(upper bound, observations <= it)], cumulative, ending with +Inf (== count)."""
+        if "le" in labels:
+            raise ValueError(f"histogram {name!r}: 'le' is the bucket label")
+        for le, n in buckets:
+            self._add("histogram", name, help_, dict(labels, le=fmt_value(le)), n, "_bucket")
+        self._add("histogram", name, help_, labels, total, "_sum")
+        self._add("histogram", name, help_, labels, count, "_count")
+
     def text(self) -> str:
         out = []
         for name, (kind, help_, samples) in self._fam.items():
@@ -70,7 +79,8 @@ class Exposition:
                 continue
             out.append(f"# HELP {name} {escape_help(help_)}")
             out.append(f"# TYPE {name} {kind}")
-            for labels, value in samples:
+            for suffix, labels, value in samples:
                 lab = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
-                out.append(f"{name}{{{lab}}} {fmt_value(value)}" if lab else f"{name} {fmt_value(value)}")
+                n = name + suffix
+                out.append(f"{n}{{{lab}}} {fmt_value(value)}" if lab else f"{n} {fmt_value(value)}")
         return "\n".join(out) + "\n"

@@ -27,6 +27,29 @@ def process_cpu_seconds(pid, proc="/proc"):
         return None
 
 
+HANDLER_PREFIX = "sdk.handler_"
+
+
+def handler_histogram(counters):
+    """The SDK's handler-time histogram (sdk.handler_le_<ns>, non-cumulative, and sdk.handler_ns_sum) as
+    ([(upper bound s, cumulative count)], sum s, count), or None without one."""
+    bounds = []
+    for k, v in counters.items():
+        if k.startswith("sdk.handler_le_"):
+            le = k[len("sdk.handler_le_"):]
+            bounds.append((float("inf") if le == "inf" else int(le) / 1e9, v))
+    if not bounds or "sdk.handler_ns_sum" not in counters:
+        return None
+    bounds.sort()
+    if bounds[-1][0] != float("inf"):
+        return None
+    cum, out = 0, []
+    for le, v in bounds:
+        cum += v
+        out.append((le, cum))
+    return out, counters["sdk.handler_ns_sum"] / 1e9, cum
+
+
 @collector("nfs")
 def collect(ex, stats, status):
     for n in stats.get("nfs") or []:
@@ -49,9 +72,17 @@ def collect(ex, stats, status):
         for reason, v in (n.get("drops") or {}).items():
             ex.counter("sluice_nf_drops_total", "packets sluiced dropped at the NF, by reason (docs/api.md)", v,
                        nf=nf, reason=reason)
-        for cname, v in (n.get("counters") or {}).items():
+        counters = n.get("counters") or {}
+        for cname, v in counters.items():
+            if cname.startswith(HANDLER_PREFIX):
+                continue  # the histogram below
             ex.untyped("sluice_nf_stat", "the NF's own named counters (sl_nf_counter; sdk.* are the SDK's: "
-                       "batches, sleeps, wakeups, ...)", v, nf=nf, stat=cname)
+                       "batches, sleeps, wakeups, re-attaches)", v, nf=nf, stat=cname)
+        hist = handler_histogram(counters)
+        if hist:
+            buckets, total, count = hist
+            ex.histogram("sluice_nf_handler_seconds", "time the NF's handler took per batch (the SDK's clock "
+                         "around each call; SLUICE_NF_HANDLER_HIST=0 turns it off)", buckets, total, count, nf=nf)
         pid = n.get("pid")
         if pid:
             cpu = process_cpu_seconds(pid)

@@ -3,10 +3,12 @@ reuses it, as VPP's prom plugin does: two Prometheus servers, or a burst of curl
 stats request); GET / is a page that links it. Stdlib only, one thread per request."""
 
 import http.server
+import os
 import threading
 import time
 
 from ..client import Client, SluiceError
+from .listen import parse_listen
 from .registry import render
 
 MIN_INTERVAL = 0.2
@@ -28,7 +30,13 @@ class Scraper:
         try:
             if self._client is None:
                 self._client = Client(self.ctl_path, timeout=self.timeout)
-            return self._client.call("stats"), self._client.call("status")
+            stats, status = self._client.call("stats"), self._client.call("status")
+            # the socket service's own counters, when sluice-stackd answers beside sluiced
+            from ..commands.run import stack_stats_or_none
+            stack = stack_stats_or_none(os.path.dirname(self.ctl_path), min(self.timeout, 2.0))
+            if stack is not None:
+                stats["_stack"] = stack
+            return stats, status
         except (SluiceError, OSError, ValueError):
             if self._client is not None:
                 try:
@@ -90,17 +98,6 @@ def make_handler(scraper):
             pass
 
     return Handler
-
-
-def parse_listen(s):
-    """'HOST:PORT' (or '[v6]:PORT', or ':PORT' for loopback) -> (host, port); ValueError naming the problem."""
-    if not isinstance(s, str) or ":" not in s:
-        raise ValueError(f"{s!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
-    host, _, port = s.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{s!r}: port must be 1..65535")
-    return host, int(port)
 
 
 def serve(ctl_path, listen, timeout=5.0, ready=None):

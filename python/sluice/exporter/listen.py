@@ -1,0 +1,12 @@
+"""The exporter's listen address, HOST:PORT (no imports: the config checks it too)."""
+
+
+def parse_listen(s):
+    """'HOST:PORT' (or '[v6]:PORT', or ':PORT' for loopback) -> (host, port); ValueError naming the problem."""
+    if not isinstance(s, str) or ":" not in s:
+        raise ValueError(f"{s!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
+    host, _, port = s.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{s!r}: port must be 1..65535")
+    return host, int(port)
