@@ -868,26 +868,35 @@ class Supervisor:
         self.slots.append(slot)
         self.start_slot(slot)
         self.write_state()
+
+        def ready():
+            if not os.path.exists(self.stack_ctl):
+                return False
+            try:
+                with Client(self.stack_ctl, timeout=1.0) as c:
+                    c.call("status")
+            except SluiceError:
+                return False
+            log(f"socket service ready on {self.stack_sock} (sluice-stackd pid {slot.proc.pid})")
+            return True
+        self._wait_ready(slot, "sluice-stackd", f"answer on {self.stack_ctl}", ready)
+
+    def _wait_ready(self, slot, what, doing, ready):
+        """Until ready() (polled), or SupervisorError naming `what` when its process exits first or
+        `doing` takes longer than the ready timeout, with the last lines of its log."""
         deadline = time.monotonic() + self.ready_timeout
         while True:
             if self.stopping:
-                raise SupervisorError("interrupted while waiting for sluice-stackd")
+                raise SupervisorError(f"interrupted while waiting for {what}")
             if slot.proc is None or slot.proc.poll() is not None:
-                raise SupervisorError(f"sluice-stackd {slot.describe(slot.proc.poll() if slot.proc else None)} "
+                raise SupervisorError(f"{what} {slot.describe(slot.proc.poll() if slot.proc else None)} "
                                       f"during startup; last lines of {slot.log_path}:\n"
                                       + _indent(tail(slot.log_path, 15) or "(nothing)"))
-            if os.path.exists(self.stack_ctl):
-                try:
-                    with Client(self.stack_ctl, timeout=1.0) as c:
-                        c.call("status")
-                    log(f"socket service ready on {self.stack_sock} (sluice-stackd pid {slot.proc.pid})")
-                    return
-                except SluiceError:
-                    pass
+            if ready():
+                return
             if time.monotonic() > deadline:
-                raise SupervisorError(f"sluice-stackd did not answer on {self.stack_ctl} within "
-                                      f"{self.ready_timeout:g}s; last lines of {slot.log_path}:\n"
-                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
+                raise SupervisorError(f"{what} did not {doing} within {self.ready_timeout:g}s; last lines of "
+                                      f"{slot.log_path}:\n" + _indent(tail(slot.log_path, 15) or "(nothing)"))
             time.sleep(POLL)
 
     def start_exporter(self):
@@ -900,20 +909,9 @@ class Supervisor:
         self.slots.append(slot)
         self.start_slot(slot)
         self.write_state()
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            if slot.proc is None or slot.proc.poll() is not None:
-                raise SupervisorError(f"metrics: the exporter {slot.describe(slot.proc.poll() if slot.proc else None)} "
-                                      f"during startup; last lines of {slot.log_path}:\n"
-                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
-            if "serving http://" in (tail(slot.log_path, 5, since) or ""):
-                log(f"metrics on http://{m['listen']}/metrics (exporter pid {slot.proc.pid})")
-                return
-            if time.monotonic() > deadline:
-                raise SupervisorError(f"metrics: the exporter did not listen on {m['listen']} within "
-                                      f"{self.ready_timeout:g}s; last lines of {slot.log_path}:\n"
-                                      + _indent(tail(slot.log_path, 15) or "(nothing)"))
-            time.sleep(POLL)
+        self._wait_ready(slot, "metrics: the exporter", f"listen on {m['listen']}",
+                         lambda: "serving http://" in (tail(slot.log_path, 5, since) or ""))
+        log(f"metrics on http://{m['listen']}/metrics (exporter pid {slot.proc.pid})")
 
     def start_guests(self):
         """The ordinary guests (`guests:`), once sluiced listens on their vhost-user sockets and the NFs of
