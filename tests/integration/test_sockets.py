@@ -1200,6 +1200,45 @@ def test_run_cli(env):
     assert r.returncode == 0 and "--stack {kernel,shm,auto}" in r.stdout and "sluice run --stack shm" in r.stdout
 
 
+def test_metrics_show_the_socket_services_programs(env):
+    """`sluice metrics` beside a sluice-stackd (docs/observability.md): a program run through it is a
+    series of its own, with the bytes it sent and its connections, as stackd's own stats count them --
+    also with no sluiced in the socket dir (sluice_up 0)."""
+    sd = env.stackd.sockdir
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+    code = ("import socket, sys, time; c = socket.create_connection(('127.0.0.1', %d)); c.sendall(b'x' * 1000); "
+            "time.sleep(30)") % port
+    e = _base_env()
+    p = subprocess.Popen([PY, "-m", "sluice", "run", "--stack", "kernel", "--socket-dir", str(sd), "--build-dir",
+                          str(BUILD), "--", PY, "-c", code], env=e, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    env.procs.append(p)
+    try:
+        conn, _ = srv.accept()
+        got = b""
+        while len(got) < 1000:
+            got += conn.recv(4096)
+        app = wait_for(lambda: next((a for a in env.stackd.apps() if a.get("tx_bytes", 0) >= 1000), None), 10,
+                       "stackd to count the program's bytes")
+        r = _sluice("metrics", "--socket-dir", sd)
+        assert r.returncode == 1 and "sluice_up 0" in r.stdout  # no sluiced here: said, and stackd still shown
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("sluice_stack_program_tx_bytes_total{")]
+        pids = ",".join(str(x) for x in app["pids"])
+        mine = [ln for ln in lines if f'pids="{pids}"' in ln]
+        assert len(mine) == 1 and mine[0].endswith(f" {app['tx_bytes']}"), (lines, app)
+        conns = [ln for ln in r.stdout.splitlines() if ln.startswith("sluice_stack_program_connections_total{")
+                 and f'pids="{pids}"' in ln and 'module="kernel"' in ln]
+        assert len(conns) == 1 and conns[0].endswith(f" {app['conns_kernel']}") and app["conns_kernel"] >= 1, conns
+        assert "sluice_stack_sockets " in r.stdout and 'sluice_exporter_collector_up{collector="sockets"} 1' in r.stdout
+        conn.close()
+    finally:
+        srv.close()
+        env.kill_all()
+
+
 def test_stack_cli(env):
     """`sluice stack status|stats` and `sluice stats` against the test's sluice-stackd; `stack serve` refuses a
     socket dir that is served already."""

@@ -26,17 +26,16 @@ class Scraper:
         self.scrapes = 0
         self.failures = 0
 
+    def _stack(self):
+        """sluice-stackd's own stats when it answers beside sluiced, else None."""
+        from ..commands.run import stack_stats_or_none
+        return stack_stats_or_none(os.path.dirname(self.ctl_path), min(self.timeout, 2.0))
+
     def _ask(self):
         try:
             if self._client is None:
                 self._client = Client(self.ctl_path, timeout=self.timeout)
-            stats, status = self._client.call("stats"), self._client.call("status")
-            # the socket service's own counters, when sluice-stackd answers beside sluiced
-            from ..commands.run import stack_stats_or_none
-            stack = stack_stats_or_none(os.path.dirname(self.ctl_path), min(self.timeout, 2.0))
-            if stack is not None:
-                stats["_stack"] = stack
-            return stats, status
+            return self._client.call("stats"), self._client.call("status")
         except (SluiceError, OSError, ValueError):
             if self._client is not None:
                 try:
@@ -56,7 +55,7 @@ class Scraper:
             t0 = time.monotonic()
             stats, status = self._ask()
             self.scrapes += 1
-            body = render(stats, status)
+            body = render(stats, status, stack=self._stack())
             body += ("# HELP sluice_exporter_scrape_duration_seconds time this scrape took (sluiced's answers "
                      "and the rendering)\n# TYPE sluice_exporter_scrape_duration_seconds gauge\n"
                      f"sluice_exporter_scrape_duration_seconds {time.monotonic() - t0:.6f}\n")

@@ -4,7 +4,7 @@ rate limits -- from stackd's own `stats` on stack-ctl.sock, when the deployment 
 from .registry import collector
 
 
-@collector("sockets")
+@collector("sockets", needs_sluiced=False)
 def collect(ex, stats, status):
     st = stats.get("_stack")
     if st is None:
