@@ -127,10 +127,14 @@ def finish(sluice, gen_dump, sink_dump, alive):
 
 
 def chain_drops(st):
-    """sluiced's drops, except the supply overflowing gen's RX ring (gen's own ring_full): expected."""
+    """sluiced's drops, except what only the supply can lose: packets overflowing gen's RX ring (gen's own
+    ring_full), and packets dropped at the chain's entry while a later service is saturated
+    (backpressure: it acts at a port's first hop only, where the supply enters -- gen's own packets
+    start at gen and never pass it; a loaded host makes a block-mode NF late enough to saturate)."""
     d = dict(st["drops"])
     # counted per NF too; the totals are read a moment apart while the supply keeps overflowing
     d["ring_full"] = sum(n["drops"]["ring_full"] for n in st["nfs"] if n["name"] != "gen")
+    d.pop("backpressure", None)
     return d
 
 
