@@ -58,6 +58,7 @@ static void conn_close(struct ctl_conn *c)
 {
 	if (c->fd < 0)
 		return;
+	capture_conn_closed((int)(c - conns)); /* a capture ends with its reader's connection */
 	epoll_ctl(M.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->buf);
@@ -1089,6 +1090,25 @@ static json_t *cmd_test_hook(json_t *req)
 	return json_pack("{s:b,s:I}", "ok", 1, "buf", (json_int_t)c.result);
 }
 
+static int cur_conn = -1; /* the connection whose request is being answered (-1: a replay) */
+
+static json_t *cmd_capture(const char *c, json_t *req)
+{
+	char err[512];
+	if (!strcmp(c, "captures"))
+		return ok_with("captures", capture_list());
+	if (!strcmp(c, "capture_start")) {
+		json_t *r = capture_start(req, cur_conn, err, sizeof(err));
+		return r ? r : error("%s", err);
+	}
+	json_t *id = json_object_get(req, "id");
+	if (!json_is_integer(id))
+		return error("capture_stop: field 'id': missing or not an integer");
+	return capture_stop((uint32_t)json_integer_value(id), cur_conn, err, sizeof(err)) < 0
+		       ? error("%s", err)
+		       : json_pack("{s:b}", "ok", 1);
+}
+
 static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 {
 	if (!json_is_object(req))
@@ -1180,6 +1200,8 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 	}
 	if (!strcmp(c, "guests"))
 		return ok_with("guests", guest_list());
+	if (!strcmp(c, "capture_start") || !strcmp(c, "capture_stop") || !strcmp(c, "captures"))
+		return cmd_capture(c, req);
 	if (!strcmp(c, "shutdown")) {
 		json_t *r = json_object_get(req, "restart");
 		if (r && !json_is_boolean(r))
@@ -1190,7 +1212,7 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
 		     "port_chain_set, port_add, port_del, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, "
-		     "guests, guest_prepare, guest_release, shutdown)", c);
+		     "guests, guest_prepare, guest_release, capture_start, capture_stop, captures, shutdown)", c);
 }
 
 /* ---- runtime state (docs/architecture.md "Restarts") ---- */
@@ -1397,8 +1419,10 @@ void ctl_event(void *arg, uint32_t events)
 			json_error_t je;
 			bool shutdown = false;
 			json_t *req = json_loadb(c->buf, line, JSON_REJECT_DUPLICATES, &je);
+			cur_conn = (int)(c - conns);
 			json_t *resp = req ? dispatch(req, &shutdown)
 					   : error("invalid JSON at column %d: %s", je.column, je.text);
+			cur_conn = -1;
 			json_decref(req);
 			memmove(c->buf, nl + 1, c->len - line - 1);
 			c->len -= line + 1;

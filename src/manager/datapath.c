@@ -31,6 +31,7 @@
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 
+#include "sluice/capture.h"
 #include "sluice/ring.h"
 #include "pktkey.h"
 #include "sluiced.h"
@@ -374,12 +375,31 @@ static void kick(struct nf *nf)
 
 static void cohost_busy(const struct nf *nf);
 
+/* Copies of what an NF with a capture at its way in is about to be given, taken before it can touch
+ * them: as many as its RX ring has room for now, which is then all it is given (the rest drops as
+ * ring_full, as it would have). */
+static __attribute__((noinline)) uint32_t capture_nf_in(struct nf *nf, uint16_t id)
+{
+	if (nf_ring_rx_sync(&nf->rxk) != NF_RING_OK)
+		return nf->nstage; /* the enqueue finds the same fault */
+	uint32_t room = nf->rxk.size - nf_ring_rx_pending(&nf->rxk), give = nf->nstage < room ? nf->nstage : room;
+	struct rte_mbuf *m[SL_BURST];
+	const struct region *r = M.regions[nf->domain];
+	for (uint32_t i = 0; i < give; i++)
+		m[i] = r->bufs[nf->stage[i].buf];
+	capture_pkts(W->index, nf->tap_in, SL_CAP_NF_IN, id, m, (uint16_t)give, 0);
+	return give;
+}
+
 static void flush_nf(struct nf *nf)
 {
 	uint32_t n = 0;
 	uint16_t id = (uint16_t)(nf - M.nfs);
 	if (likely(!nf->fault)) {
-		enum nf_ring_err e = nf_ring_enqueue(&nf->rxk, nf->stage, nf->nstage, &n);
+		uint32_t give = nf->nstage;
+		if (unlikely(nf->tap_in))
+			give = capture_nf_in(nf, id);
+		enum nf_ring_err e = nf_ring_enqueue(&nf->rxk, nf->stage, give, &n);
 		if (unlikely(e != NF_RING_OK))
 			nf_fault(nf, e);
 	}
@@ -587,6 +607,8 @@ static void flush_port(struct port *p, unsigned w)
 				ps->m[i]->ol_flags |= RTE_MBUF_F_TX_VLAN;
 	if (unlikely(p->tx_copy))
 		tx_copy_out(p, ps);
+	if (unlikely(p->tap_tx))
+		capture_pkts(W->index, p->tap_tx, SL_CAP_PORT_TX, (uint16_t)(p - M.ports), ps->m, ps->n, 0);
 	uint64_t bytes = 0;
 	for (uint16_t i = 0; i < ps->n; i++)
 		bytes += ps->m[i]->pkt_len;
@@ -1256,6 +1278,8 @@ static inline __attribute__((always_inline)) void handle_returned(uint16_t id, s
 	m->data_off = d->head;
 	m->data_len = d->len;
 	m->pkt_len = d->len;
+	if (unlikely(nf->tap_out))
+		capture_pkts(W->index, nf->tap_out, SL_CAP_NF_OUT, id, &m, 1, d->action & SL_ACT_MASK);
 	struct sl_bufstate *st = &r->st[d->buf];
 	if (unlikely(d->action & (uint8_t)~SL_ACT_MASK))
 		flow_from_nf(m, st, d, rt);
@@ -1522,6 +1546,8 @@ static int32_t pipe_want(const struct nf *up)
 	if (!down->active || down->draining || down->fault || !down->po || down->ro || down->domain != up->domain ||
 	    down->info == NULL || down->worker != up->worker)
 		return -1;
+	if (up->tap_out || down->tap_in) /* a capture at this hop: its packets pass the worker (capture.c) */
+		return -1;
 	return id;
 }
 
@@ -1771,6 +1797,7 @@ static void exec_cmd(struct wcmd *c)
 			nf_ring_init(&nf->pok, nf->po, M.cfg.ring_size);
 		nf->pipe_to = nf->pipe_from = -1;
 		nf->cohost_in = false;
+		nf->tap_in = nf->tap_out = 0; /* a capture of the slot's last NF does not follow it to this one */
 		nf->pipe_kicked = false;
 		nf->pipe_closing = false;
 		nf->pipe_backlog = 0;
@@ -1862,6 +1889,7 @@ static void exec_cmd(struct wcmd *c)
 			p->stage[w].listed = false;
 		}
 		__atomic_store_n(&p->inflight, 0, __ATOMIC_RELAXED);
+		p->tap_rx = p->tap_tx = 0; /* a capture of a deleted port under this id does not follow */
 		__atomic_store_n(&p->live, true, __ATOMIC_RELEASE); /* the rest of the port before this */
 		break;
 	}
@@ -2261,6 +2289,14 @@ void worker_call(struct wcmd *c)
 	call_on(cmd_worker(c), c);
 }
 
+void worker_sync_all(void)
+{
+	for (unsigned w = 0; w < M.nworkers; w++) {
+		struct wcmd sync = { .type = WCMD_SYNC };
+		call_on(w, &sync);
+	}
+}
+
 static int worker_lists_init(void)
 {
 	fault_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -2345,6 +2381,8 @@ static inline uint16_t rx_queue(const struct route *rt, const struct steer *sr, 
 			pkts[ok++] = m;
 		}
 	}
+	if (unlikely(p->tap_rx))
+		capture_pkts(W->index, p->tap_rx, SL_CAP_PORT_RX, pi, pkts, ok, 0);
 	struct port_rxq *rq = &p->rxq[q];
 	rq->pkts += n;
 	rq->bytes += bytes;

@@ -274,6 +274,8 @@ struct port {
 	 * device being opened or closed. A packet for a dead port (an NF's OUT to a deleted port's id,
 	 * or one handed over before the port died) drops as no_path. Worker reads: acquire. */
 	bool live;
+	/* captures taking copies here (capture.c): bit k = capture k; 0 = none, the only cost */
+	uint8_t tap_rx, tap_tx;
 	struct port_stats st;
 	/* RX queues (ports[].queues; docs/ports.md "Multi-queue ports"): queue q is polled by worker
 	 * rxq_worker[q] alone, which alone writes rxq[q]'s counters */
@@ -380,6 +382,7 @@ struct nf {
 	uint8_t fault;        /* enum nf_ring_err: the worker caught a ring violation (control disconnects it) */
 	bool active;          /* worker sees it (set/cleared by the worker) */
 	bool draining;        /* left its service: gets no new packets, returns what it holds */
+	uint8_t tap_in, tap_out; /* captures at its hops (capture.c): bit k = capture k; no pipe while set */
 	uint32_t lent;        /* buffers held by the NF: worker writes */
 	uint32_t lend_max;    /* TX ring size: the NF can always return what it holds */
 	uint64_t timeout_cyc;
@@ -812,6 +815,8 @@ int worker_main(void *arg);
  * sleepers holding packets, sleepers waiting for a deadline kick. */
 void worker_active_set(uint32_t *busy, uint32_t *parked, uint32_t *waiting);
 void worker_call(struct wcmd *c);
+/* Every worker passes a barrier (no one is inside a burst begun before) and updates its pipes. */
+void worker_sync_all(void);
 /* Return every buffer NF `id` holds to the pool (worker context). Returns the count. */
 uint32_t nf_reclaim(uint32_t id);
 /* The eventfd the worker writes when it caught an NF breaking the ring protocol (nf->fault set);
@@ -881,6 +886,18 @@ void attach_faults(void);
 void nf_detach(struct nf *nf, uint32_t code, const char *reason);
 
 /* control.c */
+/* ---- capture (control: capture.c; the workers' taps: captap.c; the ring: include/sluice/capture.h) ---- */
+#define CAPTURES_MAX 8 /* at once: a bit each in the ports' and NFs' tap masks */
+/* A worker's copies of n packets at a point whose tap mask is `mask` (kind: enum sl_cap_kind; obj:
+ * port or NF id; action: SL_CAP_NF_OUT's, else 0). Cold: called only while a capture is on there. */
+void capture_pkts(unsigned w, uint8_t mask, uint8_t kind, uint16_t obj, struct rte_mbuf *const *m, uint16_t n,
+		  uint8_t action);
+json_t *capture_start(json_t *req, int conn, char *err, size_t errlen);
+int capture_stop(uint32_t id, int conn, char *err, size_t errlen);
+void capture_conn_closed(int conn); /* its captures end with the connection */
+void capture_stop_all(void);
+json_t *capture_list(void);
+
 int ctl_listen(void);
 /* Take the ports whose PCI device EAL reported removed out of use and release their devices, so the
  * kernel can finish the unplug (control thread, on EP_DEV_EVENT). */
