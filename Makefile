@@ -16,7 +16,7 @@ BUILD_ASAN := build-asan
 HUGEPAGES := 512
 ASAN_E2E := tests/integration/test_out_set.py tests/integration/test_active_set.py tests/integration/test_backpressure.py tests/integration/test_nf_info.py tests/integration/test_nf_firewall.py tests/integration/test_nf_nat.py tests/integration/test_nf_router.py tests/integration/test_nf_monitor.py tests/integration/test_nf_ids.py tests/integration/test_nf_lb.py tests/integration/test_nf_l2switch.py tests/integration/test_nf_ratelimit.py tests/integration/test_nf_chain.py tests/integration/test_pcap_chain.py tests/integration/test_steering_traffic.py tests/integration/test_steering_payload.py tests/integration/test_protocol_abuse.py \
             tests/integration/test_nf_failure.py tests/integration/test_attach_cycles.py \
-            tests/integration/test_lifecycle.py tests/integration/test_capture.py \
+            tests/integration/test_lifecycle.py tests/integration/test_capture.py tests/integration/test_trace.py \
             tests/integration/test_hostile_nf.py tests/integration/test_domains.py tests/integration/test_pipes.py \
             tests/integration/test_stackd.py tests/integration/test_nf_sched.py tests/integration/test_group_host.py \
             tests/integration/test_sockets.py::test_sock_calls tests/integration/test_sockets.py::test_epoll_model

@@ -7,11 +7,11 @@ import sys
 
 from . import __version__
 from .client import ApiError, SluiceError
-from .commands import api, bench, capture, chains, config, daemon, metrics, nf, ports, run, stats, steering, top
+from .commands import api, bench, capture, chains, config, daemon, metrics, nf, ports, run, stats, steering, top, trace
 from .commands.common import EXIT_FAIL, Formatter, die, wrap
 
 # in the order `sluice --help` lists them
-COMMAND_MODULES = (daemon, stats, top, metrics, capture, chains, ports, steering, nf, run, config, bench, api)
+COMMAND_MODULES = (daemon, stats, top, metrics, capture, trace, chains, ports, steering, nf, run, config, bench, api)
 
 
 def build_parser():
@@ -27,6 +27,7 @@ def build_parser():
                "  sluice top                          # live rates\n"
                "  sluice metrics --listen 127.0.0.1:9464   # Prometheus endpoint\n"
                "  sluice capture --port client -w c.pcapng # live pcapng at a port or NF hop\n"
+               "  sluice trace --port client -c 3         # the next 3 packets' path, step by step\n"
                "  sluice chain set c2s --nfs count,fwd --exit server\n"
                "  sluice port add mirror net_pcap9,tx_pcap=m.pcap   # ports at runtime (port del, port list)\n"
                "  sluice rule add proto=tcp dst_port=80 --chain web\n"

@@ -96,9 +96,12 @@ static void stop_slot(unsigned k)
 	capture_free(c);
 }
 
-static int compile_filter(struct capture *c, const char *expr, char *err, size_t errlen)
+int filter_compile(const char *expr, uint32_t snaplen, struct rte_bpf **bpf, uint64_t (**jit)(void *), char *err,
+		   size_t errlen)
 {
-	pcap_t *pc = pcap_open_dead(DLT_EN10MB, (int)c->snaplen);
+	*bpf = NULL;
+	*jit = NULL;
+	pcap_t *pc = pcap_open_dead(DLT_EN10MB, (int)snaplen);
 	if (!pc) {
 		snprintf(err, errlen, "filter: libpcap could not start");
 		return -1;
@@ -117,16 +120,15 @@ static int compile_filter(struct capture *c, const char *expr, char *err, size_t
 			 strerror(rte_errno));
 		return -1;
 	}
-	c->bpf = rte_bpf_load(prm);
+	*bpf = rte_bpf_load(prm);
 	rte_free(prm);
-	if (!c->bpf) {
+	if (!*bpf) {
 		snprintf(err, errlen, "filter '%.200s': DPDK's BPF refused it (%s)", expr, strerror(rte_errno));
 		return -1;
 	}
-	struct rte_bpf_jit jit;
-	if (rte_bpf_get_jit(c->bpf, &jit) == 0 && jit.func)
-		c->jit = jit.func;
-	snprintf(c->filter, sizeof(c->filter), "%s", expr);
+	struct rte_bpf_jit j;
+	if (rte_bpf_get_jit(*bpf, &j) == 0 && j.func)
+		*jit = j.func;
 	return 0;
 }
 
@@ -284,8 +286,11 @@ json_t *capture_start(json_t *req, int conn, char *err, size_t errlen)
 	json_array_foreach(points, i, p)
 		if (parse_point(c, p, (unsigned)i, err, errlen) < 0)
 			goto fail;
-	if (filter && json_string_value(filter)[0] && compile_filter(c, json_string_value(filter), err, errlen) < 0)
-		goto fail;
+	if (filter && json_string_value(filter)[0]) {
+		if (filter_compile(json_string_value(filter), c->snaplen, &c->bpf, &c->jit, err, errlen) < 0)
+			goto fail;
+		snprintf(c->filter, sizeof(c->filter), "%s", json_string_value(filter));
+	}
 	c->id = next_id++;
 	uint32_t ring_size = (buf ? (uint32_t)json_integer_value(buf) : CAP_BUFFER_KIB_DEFAULT) * 1024u;
 	if (ring_file(c, ring_size, err, errlen) < 0)

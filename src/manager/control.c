@@ -59,6 +59,7 @@ static void conn_close(struct ctl_conn *c)
 	if (c->fd < 0)
 		return;
 	capture_conn_closed((int)(c - conns)); /* a capture ends with its reader's connection */
+	trace_conn_closed((int)(c - conns));   /* and a trace with its */
 	epoll_ctl(M.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->buf);
@@ -1109,6 +1110,15 @@ static json_t *cmd_capture(const char *c, json_t *req)
 		       : json_pack("{s:b}", "ok", 1);
 }
 
+static json_t *cmd_trace(const char *c)
+{
+	char err[512];
+	json_t *r = !strcmp(c, "trace_get")    ? trace_get()
+		    : !strcmp(c, "trace_last") ? trace_last()
+					       : trace_stop(cur_conn, err, sizeof(err));
+	return r ? r : error("%s", err);
+}
+
 static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 {
 	if (!json_is_object(req))
@@ -1202,6 +1212,13 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 		return ok_with("guests", guest_list());
 	if (!strcmp(c, "capture_start") || !strcmp(c, "capture_stop") || !strcmp(c, "captures"))
 		return cmd_capture(c, req);
+	if (!strcmp(c, "trace_start")) {
+		char err[512];
+		json_t *r = trace_start(req, cur_conn, err, sizeof(err));
+		return r ? r : error("%s", err);
+	}
+	if (!strcmp(c, "trace_get") || !strcmp(c, "trace_stop") || !strcmp(c, "trace_last"))
+		return cmd_trace(c);
 	if (!strcmp(c, "shutdown")) {
 		json_t *r = json_object_get(req, "restart");
 		if (r && !json_is_boolean(r))
@@ -1212,7 +1229,7 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 	}
 	return error("field 'cmd': unknown command '%.64s' (status, ports, nfs, chains, stats, chain_set, "
 		     "port_chain_set, port_add, port_del, service_set, nf_drain, rules, flows, rule_add, rule_del, rules_set, classify, pool_audit, "
-		     "guests, guest_prepare, guest_release, capture_start, capture_stop, captures, shutdown)", c);
+		     "guests, guest_prepare, guest_release, capture_start, capture_stop, captures, trace_start, trace_get, trace_stop, trace_last, shutdown)", c);
 }
 
 /* ---- runtime state (docs/architecture.md "Restarts") ---- */

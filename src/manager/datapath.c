@@ -35,6 +35,7 @@
 #include "sluice/ring.h"
 #include "pktkey.h"
 #include "sluiced.h"
+#include "trace.h"
 
 /* Worker-private lists (ids into M.nfs).
  *
@@ -54,8 +55,23 @@ static struct rte_hash *flow_h;
 static struct flow *flows;
 static int fault_fd = -1;         /* eventfd: an NF broke the ring protocol (control disconnects it) */
 
+/* The worker a trace step is logged for (the control thread, running a command inline: none). */
+#define TRACE_W (W ? W->index : 0xffu)
+/* A traced packet's end, with why (trace.h). Before the drop: the buffer may be reused after it. */
+#define TRACE_END(m, kind, a)                                   \
+	do {                                                    \
+		if (unlikely(trace_on))                         \
+			trace_end(TRACE_W, (m), (kind), (a));   \
+	} while (0)
+#define TRACE_STEP(m, kind, a, b)                               \
+	do {                                                    \
+		if (unlikely(trace_on))                         \
+			trace_step(TRACE_W, (m), (kind), (a), (b)); \
+	} while (0)
+
 static inline void drop(struct rte_mbuf *m)
 {
+	TRACE_END(m, TR_DROP, TD_OTHER); /* a drop with a named reason ended it already */
 	rte_pktmbuf_free(m);
 }
 
@@ -419,8 +435,10 @@ static void flush_nf(struct nf *nf)
 		cohost_busy(nf);
 	nf->st.rx_pkts += n;
 	nf->st.rx_bytes += bytes;
-	for (uint32_t i = n; i < nf->nstage; i++) /* staged, never the NF's: the manager's to free */
+	for (uint32_t i = n; i < nf->nstage; i++) { /* staged, never the NF's: the manager's to free */
+		TRACE_END(r->bufs[nf->stage[i].buf], TR_DROP, nf->fault ? TD_NF_GONE : TD_RING_FULL);
 		drop(r->bufs[nf->stage[i].buf]);
+	}
 	shared_add32(&M.dom_held[nf->domain], -(nf->nstage - n));
 	if (unlikely(nf->fault)) { /* disconnected for a ring violation: its packets have no NF */
 		shared_add(&M.services[nf->service].drop_nf_gone, nf->nstage - n);
@@ -612,9 +630,15 @@ static void flush_port(struct port *p, unsigned w)
 	uint64_t bytes = 0;
 	for (uint16_t i = 0; i < ps->n; i++)
 		bytes += ps->m[i]->pkt_len;
+	if (unlikely(trace_on)) /* before the burst: a sent buffer may be reused at once */
+		for (uint16_t i = 0; i < ps->n; i++)
+			trace_step(W->index, ps->m[i], TR_TX, (uint32_t)(p - M.ports), 0);
 	uint16_t sent = rte_eth_tx_burst(p->port_id, p->txq_per_worker ? (uint16_t)w : 0, ps->m, ps->n);
+	if (unlikely(trace_on))
+		trace_tx_done(W->index, ps->m, sent);
 	for (uint16_t i = sent; i < ps->n; i++) {
 		bytes -= ps->m[i]->pkt_len;
+		TRACE_END(ps->m[i], TR_DROP, TD_TX_FULL);
 		drop(ps->m[i]);
 	}
 	ps->pkts += sent;
@@ -653,6 +677,7 @@ static inline void to_port(uint16_t pi, struct rte_mbuf *m)
 
 static inline void no_path(struct rte_mbuf *m, uint16_t in_port)
 {
+	TRACE_END(m, TR_DROP, TD_NO_PATH);
 	shared_add(&M.ports[in_port].st.drop_no_path, 1);
 	W->st.drops.no_path++;
 	drop(m);
@@ -701,6 +726,7 @@ static inline bool backpressure(const struct chain *ch, struct rte_mbuf *m)
 		if (s->saturated) {
 			shared_add(&s->drop_backpressure, 1);
 			W->st.drops.backpressure++;
+			TRACE_END(m, TR_DROP, TD_BACKPRESSURE);
 			drop(m);
 			return true;
 		}
@@ -735,6 +761,8 @@ static struct rte_mbuf *cross_domain(struct rte_mbuf *m, struct region *to)
 	}
 	ps->packets++;
 	ps->bytes += c->data_len;
+	if (unlikely(trace_on))
+		trace_move(W->index, m, c, mbuf_region(m), to->index);
 	drop(m);
 	return c;
 }
@@ -783,6 +811,7 @@ static void drop_over_budget(struct nf *nf, struct rte_mbuf *m)
 		shared_add(&nf->st.drop_ring_full, 1);
 		W->st.drops.ring_full++;
 	}
+	TRACE_END(m, TR_DROP, nf->lend_max < M.cfg.ring_size ? TD_QUOTA : TD_RING_FULL);
 	drop(m);
 }
 
@@ -810,6 +839,7 @@ static void handoff(unsigned to, struct rte_mbuf *m, uint8_t kind, uint16_t targ
 		}
 		__atomic_fetch_add(&pt->inflight, 1, __ATOMIC_RELAXED);
 	}
+	TRACE_STEP(m, TR_HANDOFF, to, kind);
 	struct mbuf_priv *p = mbuf_priv(m);
 	p->h_kind = kind;
 	p->h_target = target;
@@ -862,6 +892,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	if (unlikely(M.dom_held[nf->domain] >= M.dom_max[nf->domain])) { /* the domain's NFs hold its bound */
 		W->st.quota_drops.domain++;
 		W->st.drops.quota++;
+		TRACE_END(m, TR_DROP, TD_QUOTA);
 		drop(m);
 		return;
 	}
@@ -875,6 +906,7 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	st->chain = chain;
 	st->hop = hop;
 	st->in_port = in_port;
+	TRACE_STEP(m, TR_TO_NF, id, hop);
 	sl_lend_stage(&r->lend, b, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
 	shared_add32(&M.dom_held[nf->domain], 1);
 	nf_load_check(nf);
@@ -882,6 +914,17 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 		nf->dirty = true;
 		W->dirty[W->ndirty++] = id;
 	}
+}
+
+/* Why pick_instance chose as it did (trace.h enum trace_why), for a trace. */
+static inline uint32_t why_picked(const struct service *s)
+{
+	if (s->ninst == 1)
+		return TW_ONLY;
+	uint16_t nl = s->nlocal[W->index];
+	if (nl != 0 && nl != s->ninst)
+		return TW_LOCAL;
+	return s->policy == SVC_ROUND_ROBIN ? TW_ROUND_ROBIN : s->policy == SVC_LEAST_LOADED ? TW_LEAST_LOADED : TW_FLOW_HASH;
 }
 
 static inline bool service_empty(uint16_t svc)
@@ -898,10 +941,13 @@ static inline bool service_empty(uint16_t svc)
 static inline void to_service(uint16_t svc, struct rte_mbuf *m, uint16_t chain, uint8_t hop, uint16_t in_port)
 {
 	if (unlikely(service_empty(svc))) {
+		TRACE_END(m, TR_DROP, TD_NF_GONE);
 		drop(m);
 		return;
 	}
-	to_nf(pick_instance(&M.services[svc], m), m, chain, hop, in_port);
+	uint16_t id = pick_instance(&M.services[svc], m);
+	TRACE_STEP(m, TR_REPLICA, svc, id | why_picked(&M.services[svc]) << 16);
+	to_nf(id, m, chain, hop, in_port);
 }
 
 /* As to_service, but the flow keeps the replica it was given while that NF still serves svc. */
@@ -909,16 +955,21 @@ static inline void to_service_sticky(uint16_t svc, struct rte_mbuf *m, uint16_t 
 				     uint16_t in_port, uint16_t *replica)
 {
 	if (unlikely(service_empty(svc))) {
+		TRACE_END(m, TR_DROP, TD_NF_GONE);
 		drop(m);
 		return;
 	}
 	uint16_t id = *replica;
+	uint32_t why = TW_STICKY;
 	if (M.services[svc].policy == SVC_ROUND_ROBIN) {
 		id = pick_instance(&M.services[svc], m); /* stateless: no affinity */
+		why = TW_ROUND_ROBIN;
 	} else if (id == FLOW_REPLICA_NONE || !M.nfs[id].active || M.nfs[id].draining || M.nfs[id].service != svc) {
 		id = pick_instance(&M.services[svc], m);
 		*replica = id;
+		why = why_picked(&M.services[svc]);
 	}
+	TRACE_STEP(m, TR_REPLICA, svc, id | why << 16);
 	to_nf(id, m, chain, hop, in_port);
 }
 
@@ -1260,6 +1311,8 @@ static inline __attribute__((always_inline)) void handle_returned(uint16_t id, s
 	if (unlikely(v != SL_DESC_OK)) {
 		count_invalid(nf, v);
 		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
+			TRACE_STEP(r->bufs[d->buf], TR_INVALID, id, v);
+			TRACE_END(r->bufs[d->buf], TR_DROP, TD_INVALID);
 			sl_lend_return(&r->lend, d->buf);
 			nf->lent--;
 			shared_add32(&M.dom_held[nf->domain], (uint32_t)-1);
@@ -1280,6 +1333,7 @@ static inline __attribute__((always_inline)) void handle_returned(uint16_t id, s
 	m->pkt_len = d->len;
 	if (unlikely(nf->tap_out))
 		capture_pkts(W->index, nf->tap_out, SL_CAP_NF_OUT, id, &m, 1, d->action & SL_ACT_MASK);
+	TRACE_STEP(m, TR_NF, id, (d->action & SL_ACT_MASK) | (uint32_t)d->dest << 8);
 	struct sl_bufstate *st = &r->st[d->buf];
 	if (unlikely(d->action & (uint8_t)~SL_ACT_MASK))
 		flow_from_nf(m, st, d, rt);
@@ -1302,6 +1356,7 @@ static inline __attribute__((always_inline)) void handle_returned(uint16_t id, s
 		break;
 	}
 	default: /* SL_ACT_DROP */
+		TRACE_END(m, TR_DROP, TD_NF);
 		drop(m);
 		break;
 	}
@@ -1546,7 +1601,7 @@ static int32_t pipe_want(const struct nf *up)
 	if (!down->active || down->draining || down->fault || !down->po || down->ro || down->domain != up->domain ||
 	    down->info == NULL || down->worker != up->worker)
 		return -1;
-	if (up->tap_out || down->tap_in) /* a capture at this hop: its packets pass the worker (capture.c) */
+	if (up->tap_out || down->tap_in || trace_on) /* a capture or a trace: every hop passes the worker */
 		return -1;
 	return id;
 }
@@ -1970,6 +2025,7 @@ static inline void steer_act(const struct route *rt, struct steer_action a, uint
 		break;
 	case STEER_DROP:
 		(*drop_counter)++;
+		TRACE_END(m, TR_DROP, TD_RULE);
 		drop(m);
 		break;
 	default: {
@@ -2088,6 +2144,11 @@ static void flow_expire(uint64_t now)
 /* A burst through the rules (docs/steering.md): parse every packet's key; IP packets look up their
  * flow, and those whose flow was decided under the current rules follow it; the rest are classified
  * in one classifier call, and new flows are entered; then each packet is acted on. */
+static void trace_steer(const struct rte_mbuf *m, uint32_t rule_id, struct steer_action a, uint8_t flow)
+{
+	trace_step(W->index, m, TR_STEER, rule_id, a.kind | (uint32_t)flow << 8 | (uint32_t)a.target << 16);
+}
+
 static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t pi, struct rte_mbuf **pkts,
 			uint16_t n)
 {
@@ -2129,9 +2190,14 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		for (uint16_t k = 0; k < nfk; k++)
 			fpos[fidx[k]] = pos[k] >= 0 ? pos[k] : -2 - (int32_t)k;
 	}
+	uint8_t tflow[SL_BURST]; /* for a trace: what the flow table said (trace.h enum trace_flow) */
+	if (unlikely(trace_on))
+		memset(tflow, TF_NONE, sizeof(tflow));
 	for (uint16_t g = 0; g < ng; g++) {
 		if (fpos[g] >= 0 && (flows[fpos[g]].gen == sr->gen || flows[fpos[g]].pinned)) {
 			W->st.flow_st.hits++;
+			if (unlikely(trace_on))
+				tflow[g] = TF_HIT;
 			continue;
 		}
 		data[na] = (const uint8_t *)&keys[g];
@@ -2158,6 +2224,8 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 			/* decided under older rules: keep the replica if the same rule still picks the same path */
 			struct flow *f = &flows[fpos[g]];
 			W->st.flow_st.rechecked++;
+			if (unlikely(trace_on))
+				tflow[g] = TF_RECHECK;
 			if (f->rule_id != rid || f->act.kind != act.kind || f->act.target != act.target) {
 				f->replica = FLOW_REPLICA_NONE;
 				W->st.flow_st.moved++;
@@ -2169,6 +2237,8 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		} else if (fpos[g] <= -2) {
 			int32_t p = rte_hash_add_key(flow_h, &fk[-2 - fpos[g]]);
 			W->st.flow_st.misses++;
+			if (unlikely(trace_on))
+				tflow[g] = TF_MISS;
 			if (p >= 0) {
 				struct flow *f = &flows[p];
 				if (f->gen != sr->gen || f->last_tsc != now) { /* not entered by this burst already */
@@ -2191,6 +2261,9 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 			uint32_t h = own[g];
 			if (h)
 				shared_add(sr->rules[h - 1].hits, 1);
+			if (unlikely(trace_on))
+				trace_steer(good[g], h ? sr->rules[h - 1].id : 0, h ? sr->rules[h - 1].act : (struct steer_action){ 0 },
+					    TF_NONE);
 			steer_act(rt, h ? sr->rules[h - 1].act : (struct steer_action){ 0 }, pi, good[g], &W->st.drops.rule,
 				  NULL);
 			continue;
@@ -2199,6 +2272,8 @@ static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t
 		f->last_tsc = now;
 		if (f->rule_idx)
 			shared_add(sr->rules[f->rule_idx - 1].hits, 1);
+		if (unlikely(trace_on))
+			trace_steer(good[g], f->rule_id, f->act, tflow[g]);
 		steer_act(rt, f->act, pi, good[g], &W->st.drops.rule, &f->replica);
 	}
 }
@@ -2383,6 +2458,8 @@ static inline uint16_t rx_queue(const struct route *rt, const struct steer *sr, 
 	}
 	if (unlikely(p->tap_rx))
 		capture_pkts(W->index, p->tap_rx, SL_CAP_PORT_RX, pi, pkts, ok, 0);
+	if (unlikely(trace_on))
+		trace_rx(W->index, pi, q, pkts, ok);
 	struct port_rxq *rq = &p->rxq[q];
 	rq->pkts += n;
 	rq->bytes += bytes;

@@ -897,6 +897,18 @@ int capture_stop(uint32_t id, int conn, char *err, size_t errlen);
 void capture_conn_closed(int conn); /* its captures end with the connection */
 void capture_stop_all(void);
 json_t *capture_list(void);
+/* A pcap-filter expression as a DPDK BPF program over an mbuf (libpcap compiles, rte_bpf_convert
+ * converts); *jit: its JIT-compiled form, or NULL. */
+struct rte_bpf;
+int filter_compile(const char *expr, uint32_t snaplen, struct rte_bpf **bpf, uint64_t (**jit)(void *), char *err,
+		   size_t errlen);
+
+/* ---- trace (control: trace.c; the workers' hooks: tracetap.c; docs/observability.md "Trace") ---- */
+json_t *trace_start(json_t *req, int conn, char *err, size_t errlen);
+json_t *trace_get(void);
+json_t *trace_stop(int conn, char *err, size_t errlen);
+json_t *trace_last(void);
+void trace_conn_closed(int conn);
 
 int ctl_listen(void);
 /* Take the ports whose PCI device EAL reported removed out of use and release their devices, so the
