@@ -42,7 +42,7 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
             nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev \
             qemu-system-x86 linux-image-amd64 busybox-static cpio kmod \
-            redis-server redis-tools wrk python3-yaml systemd prometheus
+            redis-server redis-tools wrk python3-yaml systemd prometheus chromium
 
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk
@@ -220,10 +220,13 @@ install:
 	rm -rf $(DEST)$(PYLIBDIR)/sluice
 	install -d $(DEST)$(PYLIBDIR)/sluice/commands $(DEST)$(PYLIBDIR)/sluice/exporter $(DEST)$(BINDIR)
 	install -d $(DEST)$(PYLIBDIR)/sluice/capture
+	install -d $(DEST)$(PYLIBDIR)/sluice/web/static
 	install -m 0644 python/sluice/*.py $(DEST)$(PYLIBDIR)/sluice/
 	install -m 0644 python/sluice/commands/*.py $(DEST)$(PYLIBDIR)/sluice/commands/
 	install -m 0644 python/sluice/exporter/*.py $(DEST)$(PYLIBDIR)/sluice/exporter/
 	install -m 0644 python/sluice/capture/*.py $(DEST)$(PYLIBDIR)/sluice/capture/
+	install -m 0644 python/sluice/web/*.py $(DEST)$(PYLIBDIR)/sluice/web/
+	install -m 0644 python/sluice/web/static/* $(DEST)$(PYLIBDIR)/sluice/web/static/
 	$(PY_SYS) -m compileall -q -d $(PYLIBDIR)/sluice $(DEST)$(PYLIBDIR)/sluice
 	sed -e 's|@PYTHON@|$(PY_SYS)|' dist/sluice.in > $(DEST)$(BINDIR)/sluice
 	chmod 0755 $(DEST)$(BINDIR)/sluice

@@ -7,11 +7,11 @@ import sys
 
 from . import __version__
 from .client import ApiError, SluiceError
-from .commands import api, bench, capture, chains, config, daemon, metrics, nf, ports, run, stats, steering, top, trace
+from .commands import api, bench, capture, chains, config, daemon, metrics, nf, ports, run, stats, steering, top, trace, web
 from .commands.common import EXIT_FAIL, Formatter, die, wrap
 
 # in the order `sluice --help` lists them
-COMMAND_MODULES = (daemon, stats, top, metrics, capture, trace, chains, ports, steering, nf, run, config, bench, api)
+COMMAND_MODULES = (daemon, stats, top, metrics, capture, trace, web, chains, ports, steering, nf, run, config, bench, api)
 
 
 def build_parser():

@@ -768,27 +768,33 @@ def _program(prog, path, base_dir):
 # -------------------------------------------------------------------- public
 
 # `metrics:` (docs/observability.md "Metrics"): `sluice up` also serves sluiced's counters for Prometheus
-# (`sluice metrics --listen`), supervised like the socket service.
+# (`sluice metrics --listen`), supervised like the socket service. `web:` ("Web view") likewise the web view
+# (`sluice web --listen`).
 METRICS_DEFAULT_LISTEN = "127.0.0.1:9464"
+WEB_DEFAULT_LISTEN = "127.0.0.1:9465"
 
 
-def _metrics(v, path="metrics"):
-    """metrics: true | null (the key alone) | {listen: HOST:PORT}: the exporter on that address (loopback
-    9464 by default); metrics: false: none. Returns {"listen": ...} or None."""
+def _served(v, path, default):
+    """metrics: / web: true | null (the key alone) | {listen: HOST:PORT}: served on that address (loopback
+    `default` when not given); false: not served. Returns {"listen": ...} or None."""
     if v is False:
         return None
     if v is None or v is True:
-        return {"listen": METRICS_DEFAULT_LISTEN}
+        return {"listen": default}
     if not isinstance(v, dict):
         raise ConfigError(path, f"must be true, false or a mapping with listen (got {_type_name(v)} {v!r})")
     _mapping(v, path, ["listen"])
-    listen = v.get("listen", METRICS_DEFAULT_LISTEN)
+    listen = v.get("listen", default)
     from .exporter.listen import parse_listen
     try:
-        parse_listen(listen)
+        parse_listen(listen, example=default)
     except ValueError as e:
         raise ConfigError(f"{path}.listen", str(e)) from None
     return {"listen": listen}
+
+
+def _metrics(v, path="metrics"):
+    return _served(v, path, METRICS_DEFAULT_LISTEN)
 
 
 def normalize(data, base_dir=None, check_programs=True, check_devices=None):
@@ -800,7 +806,7 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     usable by DPDK (sysfs: pci_device_problem); default: as check_programs (both are checks
     against this machine)."""
     _mapping(data, "", ["sluiced", "ports", "chains", "nfs", "rules", "steering", "domains", "guests", "stack",
-                        "groups", "metrics"])
+                        "groups", "metrics", "web"])
     cfg = {"sluiced": _sluiced(data.get("sluiced"))}
     if "stack" in data:
         stack = _stack(data["stack"])
@@ -816,6 +822,12 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
         metrics = _metrics(data["metrics"])
         if metrics is not None:
             cfg["metrics"] = metrics
+    if "web" in data:
+        web = _served(data["web"], "web", WEB_DEFAULT_LISTEN)
+        if web is not None:
+            if web["listen"] == (cfg.get("metrics") or {}).get("listen"):
+                raise ConfigError("web.listen", f"{web['listen']} is metrics.listen too; give each its own port")
+            cfg["web"] = web
 
     if data.get("ports") is None:
         raise ConfigError("ports", "required (a list of at least one port)")
@@ -1182,6 +1194,7 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
     out.pop("guests", None)  # the supervisor's business: sluiced sees only their net_vhost ports
     out.pop("stack", None)   # the supervisor's business too: it runs sluice-stackd beside sluiced
     out.pop("metrics", None)  # and the exporter
+    out.pop("web", None)      # and the web view
     out.pop("groups", None)  # so are groups (sluiced refuses the key): each member attaches as an NF
     if socket_dir is not None:
         out["sluiced"]["socket_dir"] = socket_dir

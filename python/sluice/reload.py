@@ -24,7 +24,7 @@ NF_PROCESS = ("program", "program_path", "args", "wakeup", "batch", "timeout_us"
               "cpu_weight", "cpus")
 # top-level sections compared whole
 # (groups: which NFs share a process, and how many processes: docs/groups.md)
-WHOLE = ("sluiced", "domains", "steering", "stack", "guests", "groups", "metrics", "malformed")
+WHOLE = ("sluiced", "domains", "steering", "stack", "guests", "groups", "metrics", "web", "malformed")
 
 
 class Plan:

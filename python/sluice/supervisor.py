@@ -16,7 +16,8 @@ the whole group. logs/<member>.log links to the group's log; a member cannot be 
 With a `stack:` section in the config, "nfs" also holds the socket service sluice-stackd (docs/sockets.md,
 "kind": "stack"): started once the NFs are attached, in the same socket dir, restarted like an NF
 (restart: always) and stopped with them. With `metrics:`, the Prometheus exporter (`sluice metrics --listen`,
-docs/observability.md, "kind": "exporter") likewise.
+docs/observability.md, "kind": "exporter") likewise, and with `web:` the web view (`sluice web --listen`,
+"kind": "web").
 
 While it runs, the supervisor answers newline-delimited JSON on <socket_dir>/supervisor.sock
 (the same framing as sluiced's control socket), for `sluice nf scale`:
@@ -554,9 +555,10 @@ class ExporterSlot(StackSlot):
     like the socket service."""
 
     NAME = "sluice-exporter"
+    COMMAND, KIND, WHAT = "metrics", "exporter", "the metrics exporter"
 
     def __init__(self, socket_dir, listen, log_path):
-        argv = [sys.executable, "-m", "sluice", "metrics", "--socket-dir", socket_dir, "--listen", listen]
+        argv = [sys.executable, "-m", "sluice", self.COMMAND, "--socket-dir", socket_dir, "--listen", listen]
         env = dict(os.environ)
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -567,13 +569,21 @@ class ExporterSlot(StackSlot):
     def describe(self, rc):
         if rc is None and self.start_error:
             return f"could not be started ({self.start_error})"
-        return f"(the metrics exporter on {self.listen}) " + describe_status(rc)
+        return f"({self.WHAT} on {self.listen}) " + describe_status(rc)
 
     def to_state(self):
         st = NfSlot.to_state(self)
-        st["kind"] = "exporter"
+        st["kind"] = self.KIND
         st["listen"] = self.listen
         return st
+
+
+class WebSlot(ExporterSlot):
+    """The web view (`web:`; docs/observability.md "Web view"): `sluice web --listen ADDR`, run and restarted
+    as the exporter is."""
+
+    NAME = "sluice-web"
+    COMMAND, KIND, WHAT = "web", "web", "the web view"
 
 
 class GroupSlot(NfSlot):
@@ -900,18 +910,20 @@ class Supervisor:
             time.sleep(POLL)
 
     def start_exporter(self):
-        """The Prometheus exporter (`metrics:`), once the NFs are attached; returns once it listens."""
-        m = self.cfg.get("metrics")
-        if not m:
-            return
-        slot = ExporterSlot(self.socket_dir, m["listen"], os.path.join(self.log_dir, f"{ExporterSlot.NAME}.log"))
-        since = os.path.getsize(slot.log_path) if os.path.exists(slot.log_path) else 0  # an earlier run's lines
-        self.slots.append(slot)
-        self.start_slot(slot)
-        self.write_state()
-        self._wait_ready(slot, "metrics: the exporter", f"listen on {m['listen']}",
-                         lambda: "serving http://" in (tail(slot.log_path, 5, since) or ""))
-        log(f"metrics on http://{m['listen']}/metrics (exporter pid {slot.proc.pid})")
+        """The Prometheus exporter (`metrics:`) and the web view (`web:`), once the NFs are attached; returns
+        once they listen."""
+        for key, cls, path in (("metrics", ExporterSlot, "/metrics"), ("web", WebSlot, "/")):
+            m = self.cfg.get(key)
+            if not m:
+                continue
+            slot = cls(self.socket_dir, m["listen"], os.path.join(self.log_dir, f"{cls.NAME}.log"))
+            since = os.path.getsize(slot.log_path) if os.path.exists(slot.log_path) else 0  # an earlier run's lines
+            self.slots.append(slot)
+            self.start_slot(slot)
+            self.write_state()
+            self._wait_ready(slot, f"{key}: {cls.WHAT}", f"listen on {m['listen']}",
+                             lambda: "serving http://" in (tail(slot.log_path, 5, since) or ""))
+            log(f"{key} on http://{m['listen']}{path} ({cls.KIND} pid {slot.proc.pid})")
 
     def start_guests(self):
         """The ordinary guests (`guests:`), once sluiced listens on their vhost-user sockets and the NFs of

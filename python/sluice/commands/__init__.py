@@ -6,6 +6,7 @@ and the cmd_* functions the parsed arguments dispatch to:
     stats     stats                 counters and drop reasons
     top       top                   live rates
     metrics   metrics               Prometheus metrics, once or served (sluice/exporter/)
+    web       web                   the web view: a live graph of the deployment (sluice/web/)
     chains    chain                 service chains
     ports     port                  ports at runtime (add, del, list) and their ingress chains
     steering  rule, flows, service  steering rules, the flow table, replica policies

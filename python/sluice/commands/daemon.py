@@ -50,7 +50,7 @@ def cmd_restart(args):
     # the NFs re-attach by themselves: wait until sluiced lists every NF the supervisor runs
     from ..supervisor import read_state
     want = {m for n in (read_state(sd) or {}).get("nfs", [])
-            if n.get("state") == "running" and n.get("kind") not in ("guest", "stack", "exporter")
+            if n.get("state") == "running" and n.get("kind") not in ("guest", "stack", "exporter", "web")
             for m in (n.get("members") if n.get("kind") == "group" else [n["name"]])}  # a group: its members
     missing = want
     while time.monotonic() - t0 < args.wait:
@@ -119,7 +119,8 @@ def _status_json_groups(state, nfs):
     member_of, groups = _group_view(state)
     attached = {n.get("name"): n for n in nfs}
     names = list(attached) + [n["name"] for n in (state or {}).get("nfs", [])
-                              if n.get("kind") not in ("guest", "stack", "group", "exporter") and n["name"] not in attached]
+                              if n.get("kind") not in ("guest", "stack", "group", "exporter", "web")
+                              and n["name"] not in attached]
     names += [m for m in member_of if m not in names]
     out_nfs = []
     for name in names:
@@ -174,6 +175,9 @@ def cmd_status(args):
         exp = next((n for n in state.get("nfs", []) if n.get("kind") == "exporter"), None)
         if exp:  # `metrics:` (docs/observability.md)
             print(f"metrics: http://{exp.get('listen')}/metrics (exporter pid {exp.get('pid')}, {exp.get('state')})")
+        web = next((n for n in state.get("nfs", []) if n.get("kind") == "web"), None)
+        if web:  # `web:` (docs/observability.md "Web view")
+            print(f"web view: http://{web.get('listen')}/ (pid {web.get('pid')}, {web.get('state')})")
     if ports:  # link state and device settings (docs/ports.md "PCI NICs")
         print()
         print(table(["PORT", "VDEV", "LINK", "MTU", "DESC RX/TX", "OFFLOADS", "CHAIN"],
