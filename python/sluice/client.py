@@ -10,6 +10,7 @@ exactly one response object per line, in order.
 import errno
 import json
 import os
+import select
 import socket
 
 DEFAULT_SOCKET_DIR = "/run/sluice"
@@ -87,6 +88,19 @@ class Client:
             finally:
                 self._sock = None
                 self._buf = b""
+
+    def peer_closed(self):
+        """Between requests: has sluiced closed the connection (it stopped, or died)? Never blocks."""
+        if self._sock is None:
+            return True
+        p = select.poll()
+        p.register(self._sock, select.POLLIN | select.POLLHUP)
+        if not p.poll(0):
+            return False  # nothing to read: still there
+        try:  # readable between requests: only an end of file (sluiced sends nothing unasked)
+            return self._sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def __enter__(self):
         return self.connect()

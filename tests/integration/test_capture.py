@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import (base_config, read_pcap, sluice, udp_frames, wait_until, workdir,  # noqa: F401
                      write_pcap)
 
@@ -39,10 +41,25 @@ def go(sluice, n):  # noqa: F811
                f"{n} frames through")
 
 
+READERS = []  # every `sluice capture` a test starts: killed after it, whatever happened
+
+
+@pytest.fixture(autouse=True)
+def no_reader_left():
+    yield
+    while READERS:
+        p = READERS.pop()
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+
+
 def start_capture(sluice, out, *args):  # noqa: F811
     before = {c["id"] for c in sluice.request("captures")["captures"]}
     p = subprocess.Popen([sys.executable, "-m", "sluice", "capture", "--socket-dir", str(sluice.sock_dir), "-w",
                           str(out), *args], env=PY_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    READERS.append(p)
 
     def started():
         if p.poll() is not None:
@@ -197,3 +214,43 @@ def test_a_killed_reader_ends_its_capture(sluice, workdir):  # noqa: F811
     go(sluice, 50)  # traffic as before, no tap left behind
     r = run_cli(sluice, "--list", "--json")
     assert r.returncode == 0 and '"captures": []' in r.stdout
+    # and the other way round: sluiced gone, the reader ends, and says why
+    p, _ = start_capture(sluice, workdir / "k2.pcapng", "--port", "out")
+    sluice.proc.kill()
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == 1 and "(sluiced closed the control connection)" in err, err
+
+
+def test_a_drain_cut_short_reads_no_record_twice(tmp_path):
+    """An exception part-way through a drain (a signal, a closed pipe) leaves the records emitted before
+    it read: the next drain -- `sluice capture` drains once more after capture_stop -- goes on after
+    them. (It used to start the ring over, so a capture ended by Ctrl-C under load wrote up to a
+    ring's worth of packets twice.) No sluiced: a ring file made by hand."""
+    import mmap
+    import struct
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+    from sluice.capture.ring import HDR, HDR_SIZE, MAGIC, REC, VERSION, CaptureRing
+
+    size, n = 4096, 10
+    path = tmp_path / "hand.ring"
+    path.write_bytes(b"\0" * (HDR_SIZE + size))
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+        HDR.pack_into(mm, 0, MAGIC, VERSION, 1, size, 64, 1, 0)
+        for i in range(n):  # record i: 8 packet bytes, ts_ns = i
+            REC.pack_into(mm, HDR_SIZE + 32 * i, 32, 8, i, 8, 0, 0, 0)
+        struct.pack_into("<5Q", mm, 64, 32 * n, n, 8 * n, 0, 0)  # head, packets, bytes, lost, lost_bytes
+    ring = CaptureRing(str(path))
+    got = []
+
+    def emit_then_stop(ts, *_):
+        if len(got) == 4:
+            raise KeyboardInterrupt  # as a signal would, before the fifth is written
+        got.append(ts)
+    try:
+        ring.drain(emit_then_stop)
+    except KeyboardInterrupt:
+        pass
+    ring.drain(lambda ts, *_: got.append(ts))
+    ring.close()
+    assert got == list(range(n))

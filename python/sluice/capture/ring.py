@@ -58,7 +58,9 @@ class CaptureRing:
 
     def drain(self, emit, limit=None):
         """emit(ts_ns, wire_len, point, action, data) for each record waiting, at most `limit`;
-        returns how many. Records of different workers interleave in ring order, not time order."""
+        returns how many. Records of different workers interleave in ring order, not time order.
+        When emit raises, the records emitted before it stay read (the next drain starts after them):
+        an exception part-way through never makes a later drain emit a record twice."""
         done = 0
         mm, size = self.mm, self.ring_size
         for r in range(self.nrings):
@@ -68,22 +70,24 @@ class CaptureRing:
             base = HDR_SIZE + r * size
             if head - tail > size:
                 raise RingError(f"{self.path}: ring {r}: head {head} is more than a ring ahead of tail {tail}")
-            while tail < head and (limit is None or done < limit):
-                off = tail % size
-                length = struct.unpack_from("<I", mm, base + off)[0]
-                if length == WRAP:
-                    tail += size - off
-                    continue
-                length, wire_len, ts, cap_len, point, action, _ = REC.unpack_from(mm, base + off)
-                if length < REC.size + cap_len or off + length > size or length % 8:
-                    raise RingError(f"{self.path}: ring {r}: a record of {length} bytes at {off} is impossible")
-                start = base + off + REC.size
-                emit(ts, wire_len, point, action, mm[start:start + cap_len])
-                tail += length
-                done += 1
-            if tail != self.tails[r]:
-                self.tails[r] = tail
-                U64.pack_into(mm, ctl + TAIL_OFF, tail)
+            try:
+                while tail < head and (limit is None or done < limit):
+                    off = tail % size
+                    length = struct.unpack_from("<I", mm, base + off)[0]
+                    if length == WRAP:
+                        tail += size - off
+                        continue
+                    length, wire_len, ts, cap_len, point, action, _ = REC.unpack_from(mm, base + off)
+                    if length < REC.size + cap_len or off + length > size or length % 8:
+                        raise RingError(f"{self.path}: ring {r}: a record of {length} bytes at {off} is impossible")
+                    start = base + off + REC.size
+                    emit(ts, wire_len, point, action, mm[start:start + cap_len])
+                    tail += length
+                    done += 1
+            finally:
+                if tail != self.tails[r]:
+                    self.tails[r] = tail
+                    U64.pack_into(mm, ctl + TAIL_OFF, tail)
         return done
 
     def close(self):

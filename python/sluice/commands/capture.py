@@ -15,10 +15,7 @@ PORT_HOPS = {"in": ["rx"], "out": ["tx"], "both": ["rx", "tx"]}
 NF_HOPS = {"in": ["in"], "out": ["out"], "both": ["in", "out"]}
 DIRECTION = {"rx": 1, "in": 1, "tx": 2, "out": 2}  # pcapng epb_flags: inbound, outbound
 REPORT_EVERY_S = 1.0
-
-
-class _Stop(Exception):
-    pass
+PEER_CHECK_S = 0.2
 
 
 def _points(args):
@@ -104,9 +101,13 @@ def _run(args, client, ans, out):
         writer.packet(point, ts, wire_len, data, dirs[point], ACTIONS.get(action, str(action)) if is_out[point] else None)
         written[0] += 1
 
-    def on_term(signo, frame):
-        raise _Stop()
-    old = signal.signal(signal.SIGTERM, on_term)
+    # Ctrl-C and SIGTERM end the loop between two drains, never inside one: a drain cut short would
+    # leave the packets it had written unread in the ring, and the last drain would write them again
+    stop = []
+
+    def on_signal(signo, frame):
+        stop.append(signo)
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     where = ", ".join(f"{p['kind']} {p['name']} {p['hop']}" for p in points)
     print(f"sluice capture: capture {ans['id']} at {where}"
           + (f", filter '{ans['filter']}'" if ans["filter"] else "")
@@ -115,10 +116,20 @@ def _run(args, client, ans, out):
     live = sys.stderr.isatty()
     end = time.monotonic() + args.duration if args.duration else None
     next_report = time.monotonic() + REPORT_EVERY_S
+    next_check = 0.0
     stopped_by = "count"
     rc = EXIT_OK
     try:
         while args.count is None or written[0] < args.count:
+            if stop:
+                stopped_by = "signal"
+                break
+            if time.monotonic() >= next_check:  # sluiced gone: no more copies will come
+                next_check = time.monotonic() + PEER_CHECK_S
+                if client.peer_closed():
+                    stopped_by = "sluiced closed the control connection"
+                    rc = EXIT_FAIL
+                    break
             left = None if args.count is None else args.count - written[0]
             if ring.drain(emit, left) == 0:
                 out.flush()
@@ -131,16 +142,16 @@ def _run(args, client, ans, out):
                 next_report = now + REPORT_EVERY_S
                 c = ring.counters()
                 print(f"\r  {written[0]} packets written, {c['lost']} lost", end="", file=sys.stderr, flush=True)
-    except (KeyboardInterrupt, _Stop):
-        stopped_by = "signal"
     except BrokenPipeError:
         stopped_by = "reader of the output went away"
     except RingError as e:
         rc = die(f"capture {ans['id']}: {e}")
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
     try:  # end it in sluiced first: what was copied before is still in the ring, and read now
-        client.call("capture_stop", id=ans["id"])
+        if rc == EXIT_OK:
+            client.call("capture_stop", id=ans["id"])
     except SluiceError as e:
         print(f"sluice capture: stopping capture {ans['id']}: {e}", file=sys.stderr)
     try:
