@@ -16,9 +16,11 @@
  * through the worker again (the same path they take without pipes), and they reopen when it ends.
  */
 #define ALLOW_EXPERIMENTAL_API 1 /* rte_bpf_convert */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pcap/pcap.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -245,6 +247,30 @@ static int ring_file(struct capture *c, uint32_t ring_size, char *err, size_t er
 	return 0;
 }
 
+/* Ring files of a sluiced that was killed (a stopped capture removes its own): gone before the first
+ * capture of this one, which would reuse their names. */
+void capture_sweep(void)
+{
+	char dir[128];
+	const char *slash = strrchr(M.ctl_sock_path, '/');
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - M.ctl_sock_path) : 1, slash ? M.ctl_sock_path : ".");
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	unsigned n = 0;
+	while ((e = readdir(d)) != NULL) {
+		unsigned id;
+		char tail[8];
+		if (sscanf(e->d_name, "capture-%u.%7s", &id, tail) == 2 && !strcmp(tail, "ring") &&
+		    unlinkat(dirfd(d), e->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	if (n)
+		LOG("capture: removed %u ring file(s) a killed sluiced left in %s", n, dir);
+}
+
 json_t *capture_start(json_t *req, int conn, char *err, size_t errlen)
 {
 	if (conn < 0) {
@@ -334,13 +360,6 @@ void capture_conn_closed(int conn)
 {
 	for (unsigned k = 0; k < CAPTURES_MAX; k++)
 		if (caps[k].live && caps[k].conn == conn)
-			stop_slot(k);
-}
-
-void capture_stop_all(void)
-{
-	for (unsigned k = 0; k < CAPTURES_MAX; k++)
-		if (caps[k].live)
 			stop_slot(k);
 }
 

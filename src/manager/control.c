@@ -51,6 +51,7 @@ int ctl_listen(void)
 	for (int i = 0; i < CTL_MAX_CONNS; i++)
 		conns[i].fd = -1;
 	M.ctl_listen = fd;
+	capture_sweep();
 	return 0;
 }
 

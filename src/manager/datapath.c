@@ -1279,6 +1279,7 @@ static __attribute__((noinline)) void cohost_adopt(uint16_t id, struct nf *nf, c
 			x = &M.nfs[o - 1];
 		}
 		sl_lend_deliver(&r->lend, d[i].buf, id);
+		TRACE_STEP(r->bufs[d[i].buf], TR_FUSED, o - 1u, id);
 		if (st->chain != chain) {
 			chain = st->chain;
 			hop = hop_of(rt, chain, nf->service);
@@ -1444,6 +1445,7 @@ static void pipe_account(struct nf *up, struct nf *down, const struct route *rt)
 			count_invalid(up, v != SL_DESC_OK ? v : SL_DESC_BAD_ACTION); /* down has it all the same */
 		struct sl_bufstate *st = &r->st[d.buf];
 		sl_lend_deliver(&r->lend, d.buf, did);
+		TRACE_STEP(r->bufs[d.buf], TR_PIPE, uid, did);
 		st->hop = hop_of(rt, st->chain, down->service);
 		bytes += d.len;
 		moved++;
@@ -1601,7 +1603,7 @@ static int32_t pipe_want(const struct nf *up)
 	if (!down->active || down->draining || down->fault || !down->po || down->ro || down->domain != up->domain ||
 	    down->info == NULL || down->worker != up->worker)
 		return -1;
-	if (up->tap_out || down->tap_in || trace_on) /* a capture or a trace: every hop passes the worker */
+	if (up->tap_out || down->tap_in) /* a capture at this hop: its packets pass the worker (capture.c) */
 		return -1;
 	return id;
 }

@@ -895,7 +895,7 @@ void capture_pkts(unsigned w, uint8_t mask, uint8_t kind, uint16_t obj, struct r
 json_t *capture_start(json_t *req, int conn, char *err, size_t errlen);
 int capture_stop(uint32_t id, int conn, char *err, size_t errlen);
 void capture_conn_closed(int conn); /* its captures end with the connection */
-void capture_stop_all(void);
+void capture_sweep(void); /* ring files a killed sluiced left in the socket directory */
 json_t *capture_list(void);
 /* A pcap-filter expression as a DPDK BPF program over an mbuf (libpcap compiles, rte_bpf_convert
  * converts); *jit: its JIT-compiled form, or NULL. */

@@ -6,13 +6,13 @@
  * filter are marked, and every worker step they take is logged with its time -- RX, the steering
  * decision (rule, flow hit or miss), the replica picked and why, each NF and the action it set,
  * copies at domain boundaries, hand-offs between workers, TX or the drop and its reason -- until they
- * leave. While a trace is armed no pipe is open (pipe_want), so every hop passes a worker and is seen.
+ * leave. A hop over a pipe shows as the step where the worker accounts for it (pipe_account: the
+ * downstream NF took it), a fused group segment as the step where its last member's return is adopted.
  * One trace at a time; it belongs to the control connection that started it, like a capture. The
  * last one stays readable (trace_last: the web view shows it).
  */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <rte_bpf.h>
 #include <rte_cycles.h>
@@ -116,6 +116,20 @@ static json_t *j_step(const struct trace_step *s, uint64_t t0)
 		snprintf(text, sizeof(text), "a copy to port %s", port_name(s->a));
 		json_object_set_new(j, "port", json_string(port_name(s->a)));
 		break;
+	case TR_PIPE:
+		what = "pipe";
+		snprintf(text, sizeof(text), "%s -> %s (NF to NF over a pipe; %s's action: next)", nf_name(s->a),
+			 nf_name(s->b), nf_name(s->a));
+		json_object_set_new(j, "from", json_string(nf_name(s->a)));
+		json_object_set_new(j, "to", json_string(nf_name(s->b)));
+		break;
+	case TR_FUSED:
+		what = "fused";
+		snprintf(text, sizeof(text), "%s -> %s (by calls in one group process, each member's next)",
+			 nf_name(s->a), nf_name(s->b));
+		json_object_set_new(j, "from", json_string(nf_name(s->a)));
+		json_object_set_new(j, "to", json_string(nf_name(s->b)));
+		break;
 	case TR_DROP:
 		what = "drop";
 		snprintf(text, sizeof(text), "%s", s->a < 10 ? drop_names[s->a] : "?");
@@ -153,7 +167,7 @@ static json_t *j_trace(void)
 static void disarm(void)
 {
 	__atomic_store_n(&trace_on, false, __ATOMIC_RELEASE);
-	worker_sync_all(); /* no worker is in a hook after this: the log is still; pipes may reopen */
+	worker_sync_all(); /* no worker is in a hook after this: the log is still */
 	json_decref(last);
 	last = j_trace();
 	if (tr.bpf)
@@ -203,19 +217,8 @@ json_t *trace_start(json_t *req, int conn, char *err, size_t errlen)
 	owner = conn;
 	started_tsc = rte_rdtsc();
 	__atomic_store_n(&trace_on, true, __ATOMIC_RELEASE);
-	worker_sync_all(); /* the workers close their pipes: every hop passes them */
-	uint64_t end = rte_rdtsc() + M.tsc_hz / 2;
-	bool closed = false;
-	while (!closed && rte_rdtsc() < end) {
-		closed = true;
-		for (uint32_t i = 0; i < M.max_nfs && closed; i++)
-			if (M.nfs[i].state == NF_ATTACHED && __atomic_load_n(&M.nfs[i].pipe_to, __ATOMIC_ACQUIRE) >= 0)
-				closed = false;
-		if (!closed)
-			usleep(1000);
-	}
 	LOG("trace: armed for %u packet(s)%s%s", tr.want, filter_text[0] ? ", filter " : "", filter_text);
-	return json_pack("{s:b,s:I,s:b}", "ok", 1, "want", (json_int_t)tr.want, "pipes_closed", closed);
+	return json_pack("{s:b,s:I}", "ok", 1, "want", (json_int_t)tr.want);
 }
 
 json_t *trace_get(void)

@@ -30,6 +30,8 @@ enum trace_kind {
 	TR_TX,       /* a = port */
 	TR_DROP,     /* a = reason (enum trace_drop) */
 	TR_MULTI,    /* a = port: one copy of an OUT_SET packet sent there */
+	TR_PIPE,     /* a = upstream NF, b = downstream NF: it went NF to NF over a pipe */
+	TR_FUSED,    /* a = the group member it was given to, b = the member that returned it (by calls) */
 };
 
 enum trace_flow { TF_NONE, TF_HIT, TF_MISS, TF_RECHECK };

@@ -33,6 +33,7 @@ def deploy(sluice, workdir, frames, pipes=False):  # noqa: F811
     sluice.start(cfg)
     sluice.start_nf("fwd", "a")
     sluice.start_nf("count", "b")
+    return cfg
 
 
 def go(sluice, n):  # noqa: F811
@@ -204,7 +205,7 @@ def test_errors_name_the_problem_and_leave_nothing(sluice, workdir):  # noqa: F8
 
 
 def test_a_killed_reader_ends_its_capture(sluice, workdir):  # noqa: F811
-    deploy(sluice, workdir, frames_of(50))
+    cfg = deploy(sluice, workdir, frames_of(50))
     p, cap = start_capture(sluice, workdir / "k.pcapng", "--port", "in")
     ring = Path(cap and next(sluice.sock_dir.glob("capture-*.ring")))
     p.kill()
@@ -219,6 +220,12 @@ def test_a_killed_reader_ends_its_capture(sluice, workdir):  # noqa: F811
     sluice.proc.kill()
     _, err = p.communicate(timeout=20)
     assert p.returncode == 1 and "(sluiced closed the control connection)" in err, err
+    # the killed sluiced's ring file is swept by the next one
+    assert len(list(sluice.sock_dir.glob("capture-*.ring"))) == 1
+    sluice.proc.wait()
+    sluice.start(cfg)
+    assert not list(sluice.sock_dir.glob("capture-*.ring"))
+    assert "removed 1 ring file(s) a killed sluiced left" in sluice.log()
 
 
 def test_a_drain_cut_short_reads_no_record_twice(tmp_path):

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import base_config, sluice, udp_frames, wait_until, workdir, write_pcap  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
@@ -102,3 +104,39 @@ def test_trace_errors_and_a_trace_ending_with_its_connection(sluice, workdir):  
     p.kill()
     p.wait()
     wait_until(lambda: not sluice.request("trace_get")["armed"], 10, "the trace to end with its connection")
+
+
+@pytest.mark.parametrize("form", ["processes", "group"])
+def test_a_trace_follows_a_pipe_and_a_fused_segment(sluice, workdir, form):  # noqa: F811
+    """Pipes stay open while a trace is armed: a hop over a pipe is the step where the worker accounts
+    for it, a fused segment (two members of one group) the step where its last member's return is
+    adopted."""
+    write_pcap(workdir / "in.pcap", udp_frames(10, "10.7.0.1", "10.7.0.2", b"p" * 40, lambda i: 4000 + i, 9))
+    cfg = base_config(ports=[{"name": "in", "vdev": f"net_pcap0,rx_pcap={workdir / 'in.pcap'}"},
+                             {"name": "out", "vdev": f"net_pcap1,tx_pcap={workdir / 'out.pcap'}"}],
+                      chains=[{"name": "c", "nfs": ["a", "b"], "exit": "out"}], nfs=["a", "b"], pipes=True,
+                      ring_size=2048)
+    sluice.start(cfg)
+    if form == "group":
+        sluice.start_group("g", [("fwd", "a", None, []), ("count", "b", None, [])])
+    else:
+        sluice.start_nf("fwd", "a")
+        sluice.start_nf("count", "b")
+    wait_until(lambda: sluice.stats()["pipes"]["open"] == 1, 10, "the pipe a -> b to open")
+    p = cli(sluice, "--port", "in", "-c", "3", "--json")
+    try:
+        wait_until(lambda: sluice.request("trace_get")["armed"], 10, "the trace to be armed")
+        sluice.ok("port_chain_set", port="in", chain="c")
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert sluice.stats()["pipes"]["open"] == 1  # the trace did not close it
+    # a group's members may pass packets over their pipe ring until fusion starts; processes never fuse
+    hops = {"processes": {"pipe"}, "group": {"pipe", "fused"}}[form]
+    for pkt in json.loads(out)["trace"]["packets"]:
+        steps = [s for s in pkt["steps"] if s["step"] != "handoff"]
+        assert [s["step"] for s in steps][:3] == ["rx", "replica", "to_nf"] and steps[2]["nf"] == "a", steps
+        assert steps[3]["step"] in hops and (steps[3]["from"], steps[3]["to"]) == ("a", "b"), steps
+        assert [(s["step"], s.get("nf"), s.get("action")) for s in steps[4:]] == [("nf", "b", "next"), ("tx", None, None)]

@@ -113,8 +113,8 @@ def register(subs):
                         "match the filter (tcpdump's syntax), and prints each worker step they take: RX port "
                         "and queue, the steering decision (rule, flow-table hit or miss), the replica picked "
                         "and why, each NF with the action it set, copies at trust-domain boundaries, hand-offs "
-                        "between workers, and TX or the drop with its reason. Times are from the packet's "
-                        "arrival. While a trace waits, NF-to-NF pipes are closed so every hop is seen.")
+                        "between workers, hops over NF-to-NF pipes and through fused group segments, and TX "
+                        "or the drop with its reason. Times are from the packet's arrival.")
     s.add_argument("--port", metavar="NAME", help="mark packets arriving at this port (default: any)")
     s.add_argument("-f", "--filter", metavar="EXPR", help="a pcap-filter expression, e.g. 'udp port 53'")
     s.add_argument("-c", "--count", type=int, default=1, metavar="N", help="packets to follow, 1..64 (default 1)")
