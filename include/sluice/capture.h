@@ -68,10 +68,12 @@ struct sl_cap_rec {
 #define SL_CAP_REC_ALIGN 8u
 
 /* The layout readers in other languages rely on (python/sluice/capture/ring.py). */
+#ifndef __cplusplus
 _Static_assert(sizeof(struct sl_cap_ring_ctl) == 128, "sl_cap_ring_ctl is 128 bytes");
 _Static_assert(__builtin_offsetof(struct sl_cap_ring_ctl, tail) == 64, "tail at 64");
 _Static_assert(__builtin_offsetof(struct sl_cap_hdr, ring) == 64, "rings' control at 64");
 _Static_assert(sizeof(struct sl_cap_hdr) <= SL_CAP_HDR_SIZE, "the header fits its page");
 _Static_assert(sizeof(struct sl_cap_rec) == 24, "a record's header is 24 bytes");
+#endif
 
 #endif

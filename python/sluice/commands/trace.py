@@ -3,6 +3,7 @@
 
 import ipaddress
 import json
+import signal
 import struct
 import sys
 import time
@@ -73,6 +74,7 @@ def cmd_trace(args):
         req["port"] = args.port
     if args.filter:
         req["filter"] = args.filter
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C ends the wait, even in a background job
     client = client_for(args)
     try:
         client.call("trace_start", **req)

@@ -1,6 +1,7 @@
 """`sluice web`: serve the web view (python/sluice/web/, docs/observability.md "Web view") -- the deployment
 as a graph with live rates, drops and CPU, and the latest trace -- on loopback until interrupted."""
 
+import signal
 import sys
 
 from ..client import ctl_path, socket_dir_default
@@ -21,6 +22,10 @@ def cmd_web(args):
     if not is_loopback(host):
         print(f"sluice web: note: {host} is not a loopback address; whoever reaches it sees the deployment "
               "(the page changes nothing)", file=sys.stderr)
+
+    # Ctrl-C (SIGINT) stops it even when it was started with SIGINT ignored, as a shell's background job
+    # is: Python then leaves it ignored unless told otherwise
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def ready(srv):
         h, port = srv.server_address[:2]
