@@ -36,12 +36,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -429,6 +431,16 @@ static void out_to_kernel(int epfd, struct ep_state *s, struct ep_reg *r)
 		r->kmask = r->events;
 }
 
+/* fd is no open file (the kernel's EBADF for MOD and DEL, where the table alone would say ENOENT).
+ * The raw call: fcntl is the shim's own. */
+static bool fd_closed(int fd)
+{
+	int e = errno;
+	bool closed = syscall(SYS_fcntl, fd, F_GETFD) < 0 && errno == EBADF;
+	errno = e;
+	return closed;
+}
+
 static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_event *ev)
 {
 	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
@@ -461,7 +473,7 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 	case EPOLL_CTL_ADD:
 	case EPOLL_CTL_MOD: {
 		if (op == EPOLL_CTL_ADD ? (r && r->live) : (!r || !r->live)) {
-			rc = op == EPOLL_CTL_ADD ? -EEXIST : -ENOENT;
+			rc = op == EPOLL_CTL_ADD ? -EEXIST : fd_closed(fd) ? -EBADF : -ENOENT;
 			break;
 		}
 		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE)) {
@@ -506,7 +518,7 @@ static int ep_ctl(int epfd, struct ep_state *s, int op, int fd, struct epoll_eve
 	}
 	case EPOLL_CTL_DEL:
 		if (!r || !r->live) {
-			rc = fdt_get(fd) == FDT_INTERNAL ? -EBADF : -ENOENT;
+			rc = fdt_get(fd) == FDT_INTERNAL || fd_closed(fd) ? -EBADF : -ENOENT;
 			break;
 		}
 		if (lazy_ok(s, r, r->events) && !(r->kmask & EP_FLAGS)) {

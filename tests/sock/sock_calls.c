@@ -882,6 +882,9 @@ static int t_epoll_churn(void)
 	int num = c;
 	xclose(&c);
 	xclose(&s);
+	/* its number closed (and not reused yet): EBADF, not ENOENT */
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, num, NULL) < 0 && errno == EBADF, "DEL of a closed socket: want EBADF");
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, num, &e) < 0 && errno == EBADF, "MOD of a closed socket: want EBADF");
 	SYS(tcp_pair(AF_INET, &c2, &s2));
 	if (c2 != num && s2 != num) { /* make the number the same (numbering is checked elsewhere) */
 		SYS(dup2(c2, num));
