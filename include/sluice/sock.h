@@ -144,6 +144,9 @@ _Static_assert(sizeof(struct sl_sk_dgram) == 36, "datagram record header is 36 b
 #define SL_SK_S_SHM        0x40u /* this connection runs on the shm module */
 #define SL_SK_S_DIRECT     0x80u /* region slot only: the socket lives in a connection memfd now
                                   * (ATTACH it; "Direct connections" below) */
+#define SL_SK_S_PEER_FIN   0x100u /* with TX_CLOSED (shm): the peer closed cleanly -- as over TCP, where its
+                                   * reset answers the next segment, the shim takes one more send (lost)
+                                   * and fails the ones after it with EPIPE */
 
 /* sl_sk_slot.rd_token (the readable token, below) */
 #define SL_SK_TOKEN_WRITING 2u

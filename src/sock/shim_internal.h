@@ -113,6 +113,7 @@ struct slocal {
 	volatile uint32_t txlock;  /* producing into the send ring */
 	int domain, type;          /* as the app asked at socket() */
 	volatile uint32_t dgram_connected; /* a datagram socket with a default peer */
+	uint32_t fin_send_taken;   /* the one send after the peer's clean close was taken (SL_SK_S_PEER_FIN) */
 	struct timeval rcvtimeo, sndtimeo; /* SO_RCVTIMEO/SO_SNDTIMEO, kept here: 0 = forever,
 	                                    * tv_usec -1 = do not wait (a negative time) */
 	/* a direct connection (sock.h "Direct connections"), attached for the region slot's gen */

@@ -667,6 +667,9 @@ static ssize_t stream_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct 
 				if (e)
 					return e > 0 ? -e : e;
 			}
+			if ((st & (SL_SK_S_PEER_FIN | SL_SK_S_SHUT_WR)) == SL_SK_S_PEER_FIN && total &&
+			    !__atomic_exchange_n(&lo->fin_send_taken, 1, __ATOMIC_ACQ_REL))
+				return (ssize_t)total; /* as TCP: taken, and lost to the peer's reset */
 			if (st & (SL_SK_S_SHUT_WR | SL_SK_S_TX_CLOSED))
 				return epipe(flags);
 			continue;

@@ -32,6 +32,7 @@ static void slocal_init(uint32_t slot, int domain, int type, const struct slocal
 	lo->domain = domain;
 	lo->type = type;
 	lo->dgram_connected = 0;
+	lo->fin_send_taken = 0;
 	if (from) {
 		lo->rcvtimeo = from->rcvtimeo;
 		lo->sndtimeo = from->sndtimeo;
@@ -248,6 +249,11 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 			return shim_errno_ret(f);
 		if (!sk_nonblocking(fd))
 			r = connect_wait(fd, slot, slot_of(slot), lo);
+	} else if (r == 0 && sk_nonblocking(fd) && (lo->domain == AF_INET || lo->domain == AF_INET6)) {
+		/* connected at once (a local peer through shm): Linux says EINPROGRESS for a non-blocking TCP
+		 * connect even on loopback, and programs written for it wait for writability then -- which
+		 * they find at once, with SO_ERROR 0 -- and some take 0 for an error (AF_UNIX connects at once: 0) */
+		r = -EINPROGRESS;
 	}
 	return shim_errno_ret(r < 0 ? r : 0);
 }

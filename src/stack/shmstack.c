@@ -507,7 +507,7 @@ void shm_close(struct sk *s)
 		bool unread = s->app_closed ? s->unread_at_close : sk_rx_unread(s);
 		if (unread || s->broken)
 			p->sh->error = ECONNRESET;
-		sk_set_state(p, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED, 0);
+		sk_set_state(p, SL_SK_S_RX_EOF | SL_SK_S_TX_CLOSED | (unread || s->broken ? 0 : SL_SK_S_PEER_FIN), 0);
 		sk_token(p);
 		sk_work(p);
 	}
