@@ -1305,3 +1305,28 @@ def test_up_runs_stackd(run_sluice, socket_dir, tmp_path):
     assert d.returncode == 0, d.stdout + d.stderr
     assert not (socket_dir / "stack.sock").exists() and not (socket_dir / "stack-ctl.sock").exists()
     assert not os.path.exists(f"/proc/{st2['pid']}") or "Z" in Path(f"/proc/{st2['pid']}/stat").read_text().split()[2]
+
+
+# ------------------------------------------------------------------------ event loops with children
+
+ASYNCIO_CHILDREN = r"""
+import asyncio, sys
+async def main():
+    srv = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)  # the shim's sockets in use
+    for argv in (["/bin/sleep", "0.2"], [sys.executable, "-c", "import sys; sys.exit(3)"], ["/bin/true"]):
+        p = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(p.communicate(), 10)
+        print(argv[0].rsplit("/", 1)[-1], await asyncio.wait_for(p.wait(), 10), flush=True)
+    srv.close()
+    await srv.wait_closed()
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("stack", ALL)
+def test_asyncio_waits_for_its_children(env, stack):
+    """An event loop that runs children sees them exit (issue 39: asyncio's proc.wait() once hung under
+    the shim): the child watcher's wake-up reaches the loop however its sockets are served."""
+    want = ["sleep 0", f"{Path(PY).name} 3", "true 0"]
+    r = env.shim(stack).run([PY, "-c", ASYNCIO_CHILDREN], timeout=60)
+    assert r.returncode == 0 and r.stdout.splitlines() == want, (r.stdout, r.stderr[-2000:])

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -1584,6 +1586,77 @@ out:
 	return why[0] ? -1 : 0;
 }
 
+static int selfpipe_w = -1;
+
+static void on_sigchld(int sig)
+{
+	(void)sig;
+	int e = errno;
+	(void)!write(selfpipe_w, "c", 1);
+	errno = e;
+}
+
+/* What an event loop with children waits in (issue 39: asyncio's wait for a child hung under the shim):
+ * an epoll with a socket of ours and the child's exit -- first as a self-pipe a SIGCHLD handler writes,
+ * then as a signalfd. Each exit must end the wait, and the child be reaped with its status. */
+static int t_children_wake_the_loop(void)
+{
+	int c = -1, s = -1, ep = -1, sfd = -1, pp[2] = { -1, -1 };
+	struct sigaction sa = { .sa_handler = on_sigchld, .sa_flags = SA_RESTART }, osa;
+	sigset_t chld, old;
+	bool handler = false, masked = false;
+	struct epoll_event ev[4], e = { .events = EPOLLIN, .data.u64 = 1 };
+	SYS(tcp_pair(AF_INET, &c, &s));
+	SYS(ep = epoll_create1(EPOLL_CLOEXEC));
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, c, &e));
+	SYS(pipe2(pp, O_NONBLOCK | O_CLOEXEC));
+	selfpipe_w = pp[1];
+	e = (struct epoll_event){ .events = EPOLLIN, .data.u64 = 2 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, pp[0], &e));
+	SYS(sigaction(SIGCHLD, &sa, &osa));
+	handler = true;
+	pid_t pid;
+	SYS(pid = fork());
+	if (pid == 0)
+		_exit(5);
+	int n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n == 1 && ev[0].data.u64 == 2, "a child's exit by the self-pipe: %d events (data %llu)", n,
+	      n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+	int st = 0;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 5, "the child's status");
+	SYS(sigaction(SIGCHLD, &osa, NULL));
+	handler = false;
+	char drain[8];
+	CHECK(read(pp[0], drain, sizeof(drain)) == 1, "one byte from the handler");
+	/* the same with a signalfd, SIGCHLD blocked */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	SYS(sigprocmask(SIG_BLOCK, &chld, &old));
+	masked = true;
+	SYS(sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC));
+	e = (struct epoll_event){ .events = EPOLLIN, .data.u64 = 3 };
+	SYS(epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &e));
+	SYS(pid = fork());
+	if (pid == 0)
+		_exit(6);
+	n = epoll_wait1(ep, ev, WAIT_MS);
+	CHECK(n >= 1 && ev[0].data.u64 == 3, "a child's exit by the signalfd: %d events (data %llu)", n,
+	      n > 0 ? (unsigned long long)ev[0].data.u64 : 0ull);
+	struct signalfd_siginfo si;
+	CHECK(read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo == SIGCHLD && (pid_t)si.ssi_pid == pid,
+	      "the signalfd's record names the child");
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 6, "the child's status");
+	why[0] = 0;
+out:
+	if (handler)
+		sigaction(SIGCHLD, &osa, NULL);
+	if (masked)
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	selfpipe_w = -1;
+	xclose(&c), xclose(&s), xclose(&ep), xclose(&sfd), xclose(&pp[0]), xclose(&pp[1]);
+	return why[0] ? -1 : 0;
+}
+
 /* The first send after the peer's close is taken (the peer's reset answers it), the ones after fail */
 static int t_send_after_peer_close(void)
 {
@@ -2292,6 +2365,7 @@ static const struct check {
 	{ "shutdown_wr", t_shutdown_wr },
 	{ "epipe_nosignal", t_epipe_nosignal },
 	{ "send_after_peer_close", t_send_after_peer_close },
+	{ "children_wake_the_loop", t_children_wake_the_loop },
 	{ "sigpipe", t_sigpipe },
 	{ "readv_writev", t_readv_writev },
 	{ "sendmsg_recvmsg", t_sendmsg_recvmsg },
