@@ -220,9 +220,7 @@ static json_t *j_points(const struct capture *c)
 
 static int ring_file(struct capture *c, uint32_t ring_size, char *err, size_t errlen)
 {
-	const char *slash = strrchr(M.ctl_sock_path, '/');
-	int dirlen = slash ? (int)(slash - M.ctl_sock_path) : 1;
-	snprintf(c->path, sizeof(c->path), "%.*s/capture-%u.ring", dirlen, slash ? M.ctl_sock_path : ".", c->id);
+	snprintf(c->path, sizeof(c->path), "%s/capture-%u.ring", M.sock_dir, c->id);
 	int fd = open(c->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	c->map_size = SL_CAP_HDR_SIZE + (size_t)ring_size * M.nworkers;
 	if (fd < 0 || ftruncate(fd, (off_t)c->map_size) < 0) {
@@ -251,10 +249,7 @@ static int ring_file(struct capture *c, uint32_t ring_size, char *err, size_t er
  * capture of this one, which would reuse their names. */
 void capture_sweep(void)
 {
-	char dir[128];
-	const char *slash = strrchr(M.ctl_sock_path, '/');
-	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - M.ctl_sock_path) : 1, slash ? M.ctl_sock_path : ".");
-	DIR *d = opendir(dir);
+	DIR *d = opendir(M.sock_dir);
 	if (!d)
 		return;
 	struct dirent *e;
@@ -268,7 +263,7 @@ void capture_sweep(void)
 	}
 	closedir(d);
 	if (n)
-		LOG("capture: removed %u ring file(s) a killed sluiced left in %s", n, dir);
+		LOG("capture: removed %u ring file(s) a killed sluiced left in %s", n, M.sock_dir);
 }
 
 json_t *capture_start(json_t *req, int conn, char *err, size_t errlen)

@@ -2143,14 +2143,15 @@ static void flow_expire(uint64_t now)
 	}
 }
 
-/* A burst through the rules (docs/steering.md): parse every packet's key; IP packets look up their
- * flow, and those whose flow was decided under the current rules follow it; the rest are classified
- * in one classifier call, and new flows are entered; then each packet is acted on. */
+/* A trace's steering step: the rule (0: none), what it does, and what the flow table said. */
 static void trace_steer(const struct rte_mbuf *m, uint32_t rule_id, struct steer_action a, uint8_t flow)
 {
 	trace_step(W->index, m, TR_STEER, rule_id, a.kind | (uint32_t)flow << 8 | (uint32_t)a.target << 16);
 }
 
+/* A burst through the rules (docs/steering.md): parse every packet's key; IP packets look up their
+ * flow, and those whose flow was decided under the current rules follow it; the rest are classified
+ * in one classifier call, and new flows are entered; then each packet is acted on. */
 static void steer_burst(const struct route *rt, const struct steer *sr, uint16_t pi, struct rte_mbuf **pkts,
 			uint16_t n)
 {
@@ -2338,6 +2339,15 @@ static void call_on(unsigned w, struct wcmd *c)
 		usleep(5);
 }
 
+/* Workers from `first` on pass a barrier and update their pipes (WCMD_SYNC), one after another. */
+static void sync_workers(unsigned first)
+{
+	for (unsigned w = first; w < M.nworkers; w++) {
+		struct wcmd sync = { .type = WCMD_SYNC };
+		call_on(w, &sync);
+	}
+}
+
 void worker_call(struct wcmd *c)
 {
 	if (c->type == WCMD_ROUTE_SET || c->type == WCMD_STEER_SET) {
@@ -2345,10 +2355,7 @@ void worker_call(struct wcmd *c)
 		 * the top of its next loop, so after this no worker holds the old one) and updates the
 		 * pipes of its NFs */
 		call_on(0, c);
-		for (unsigned w = 1; w < M.nworkers; w++) {
-			struct wcmd sync = { .type = WCMD_SYNC };
-			call_on(w, &sync);
-		}
+		sync_workers(1);
 		return;
 	}
 	if ((c->type == WCMD_POOL_AUDIT || c->type == WCMD_PORT_DEL) && M.worker_running && M.nworkers > 1) {
@@ -2368,10 +2375,7 @@ void worker_call(struct wcmd *c)
 
 void worker_sync_all(void)
 {
-	for (unsigned w = 0; w < M.nworkers; w++) {
-		struct wcmd sync = { .type = WCMD_SYNC };
-		call_on(w, &sync);
-	}
+	sync_workers(0);
 }
 
 static int worker_lists_init(void)

@@ -144,7 +144,7 @@ static json_t *j_step(const struct trace_step *s, uint64_t t0)
 static json_t *j_trace(void)
 {
 	json_t *pkts = json_array();
-	uint32_t n = tr.marked < tr.want ? tr.marked : tr.want;
+	uint32_t n = trace_marked();
 	for (uint32_t i = 0; i < n; i++) {
 		const struct trace_pkt *p = &tr.pkt[i];
 		char hex[2 * sizeof(p->head) + 1];
@@ -223,9 +223,7 @@ json_t *trace_start(json_t *req, int conn, char *err, size_t errlen)
 
 json_t *trace_get(void)
 {
-	uint32_t n = __atomic_load_n(&tr.marked, __ATOMIC_ACQUIRE), done = 0;
-	if (n > tr.want)
-		n = tr.want;
+	uint32_t n = trace_marked(), done = 0;
 	for (uint32_t i = 0; i < n; i++)
 		done += __atomic_load_n(&tr.pkt[i].done, __ATOMIC_ACQUIRE);
 	return json_pack("{s:b,s:b,s:I,s:I,s:I}", "ok", 1, "armed", trace_on, "want", (json_int_t)tr.want, "marked",

@@ -67,6 +67,12 @@ struct trace {
 extern bool trace_on;         /* workers: test before each hook (one predictable branch) */
 extern struct trace tr;       /* tracetap.c */
 
+/* Slots claimed so far: at most want (trace_rx claims a slot only below it). */
+static inline uint32_t trace_marked(void)
+{
+	return __atomic_load_n(&tr.marked, __ATOMIC_ACQUIRE);
+}
+
 /* The workers' hooks (tracetap.c); w = the calling worker. */
 void trace_rx(unsigned w, uint16_t port, uint16_t queue, struct rte_mbuf **m, uint16_t n);
 void trace_step(unsigned w, const struct rte_mbuf *m, uint8_t kind, uint32_t a, uint32_t b);

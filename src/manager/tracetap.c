@@ -15,9 +15,7 @@ struct trace tr;
 
 static struct trace_pkt *find(const struct rte_mbuf *m)
 {
-	uint32_t n = __atomic_load_n(&tr.marked, __ATOMIC_ACQUIRE);
-	if (n > tr.want)
-		n = tr.want;
+	uint32_t n = trace_marked();
 	for (uint32_t i = 0; i < n; i++)
 		if (tr.pkt[i].m == m && !tr.pkt[i].done)
 			return &tr.pkt[i];
@@ -26,12 +24,9 @@ static struct trace_pkt *find(const struct rte_mbuf *m)
 
 static void put(struct trace_pkt *p, unsigned w, uint8_t kind, uint32_t a, uint32_t b)
 {
-	if (p->nsteps < TRACE_STEPS_MAX)
-		p->step[p->nsteps++] = (struct trace_step){ .tsc = rte_rdtsc(), .kind = kind, .worker = (uint8_t)w,
-							    .a = a, .b = b };
-	else /* a packet going round in circles: the last slot says where it ended */
-		p->step[TRACE_STEPS_MAX - 1] = (struct trace_step){ .tsc = rte_rdtsc(), .kind = kind,
-								     .worker = (uint8_t)w, .a = a, .b = b };
+	/* a packet going round in circles: the last slot, overwritten, says where it ended */
+	uint32_t k = p->nsteps < TRACE_STEPS_MAX ? p->nsteps++ : TRACE_STEPS_MAX - 1;
+	p->step[k] = (struct trace_step){ .tsc = rte_rdtsc(), .kind = kind, .worker = (uint8_t)w, .a = a, .b = b };
 }
 
 void trace_rx(unsigned w, uint16_t port, uint16_t queue, struct rte_mbuf **m, uint16_t n)
@@ -85,11 +80,8 @@ void trace_end(unsigned w, const struct rte_mbuf *m, uint8_t kind, uint32_t a)
 
 void trace_tx_done(unsigned w, struct rte_mbuf *const *m, uint16_t sent)
 {
-	(void)m;
 	/* the sent ones' TX steps are logged; they end here (the failed ones end in drop(): tx_full) */
-	uint32_t n = __atomic_load_n(&tr.marked, __ATOMIC_ACQUIRE);
-	if (n > tr.want)
-		n = tr.want;
+	uint32_t n = trace_marked();
 	for (uint32_t i = 0; i < n; i++) {
 		struct trace_pkt *p = &tr.pkt[i];
 		if (p->done || p->m == NULL || p->nsteps == 0 || p->step[p->nsteps - 1].kind != TR_TX ||
