@@ -6,6 +6,8 @@ and the cmd_* functions the parsed arguments dispatch to:
     stats     stats                 counters and drop reasons
     top       top                   live rates
     metrics   metrics               Prometheus metrics, once or served (sluice/exporter/)
+    capture   capture               live pcapng copies at ports and NF hops (sluice/capture/)
+    trace     trace                 the next packets' path through the fabric, step by step
     web       web                   the web view: a live graph of the deployment (sluice/web/)
     chains    chain                 service chains
     ports     port                  ports at runtime (add, del, list) and their ingress chains
