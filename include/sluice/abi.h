@@ -226,7 +226,8 @@ struct sl_msg_init {
 	uint8_t wakeup;             /* enum sl_wakeup */
 	uint8_t flags;              /* SL_INIT_F_*: what this SDK can do (was zero padding: an older
 	                             * manager ignores it) */
-	uint8_t pad[2];
+	uint16_t supply;            /* with SL_INIT_F_SUPPLY: empty buffers the NF wants in hand (was
+	                             * zero padding); the manager caps it (docs/abi.md "Supply") */
 	uint32_t batch;             /* block mode: kick when this many wait (1..ring size) */
 	uint32_t timeout_us;        /* block mode: kick when the oldest waits this long */
 	uint32_t pid;               /* informative; the manager trusts SO_PEERCRED */
@@ -243,6 +244,14 @@ _Static_assert(offsetof(struct sl_msg_init, token) == 80, "the token follows pid
  * need_kick is set and sleep until kicked, as a process does with its eventfds; without it sluiced
  * never parks a guest NF and the NF naps instead of sleeping. Processes need not set it. */
 #define SL_INIT_F_DOORBELL 0x2u
+/* INIT flag SUPPLY (an endpoint that makes frames of its own: a TCP/IP stack, a generator; docs/abi.md
+ * "Supply"): the manager keeps up to init.supply empty buffers in the NF's hands. Each comes on the RX
+ * ring as a descriptor with len 0 and dest SL_DEST_SUPPLY; the NF writes a frame into it and returns it
+ * like any packet, and SL_ACT_NEXT sends it along the first chain that starts with the NF's service
+ * and has an exit port (the manager's "supply chain"). An NF with SUPPLY gets no pipes. */
+#define SL_INIT_F_SUPPLY 0x4u
+#define SL_DEST_SUPPLY 0xffffu
+#define SL_SUPPLY_MAX  4096u  /* init.supply at most */
 
 struct sl_msg_add_region {
 	uint64_t size;         /* bytes to mmap from the fd */

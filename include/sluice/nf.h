@@ -66,6 +66,10 @@ struct sl_nf_config {
 	                             * the NF and attaches again to the next sluiced on the same socket,
 	                             * trying this long (SLUICE_NF_REATTACH_MS; docs/abi.md "Restarts").
 	                             * 0 (default): sl_nf_run returns -SL_ERR_IO / -SL_ERR_RESTART */
+	uint32_t supply;            /* > 0: an endpoint that makes frames of its own (a TCP/IP stack):
+	                             * sluiced keeps up to this many empty buffers in its hands for
+	                             * sl_nf_alloc (docs/abi.md "Supply"; SLUICE_NF_SUPPLY, 0..4096,
+	                             * capped by sluiced to half its ring). Such an NF gets no pipes */
 };
 
 /* A packet as the handler sees it. Only the accessors below should touch it. */
@@ -173,6 +177,22 @@ void sl_nf_sleep_done(struct sl_nf *nf);
  * into the downstream's handler within the same sl_nf_poll call (docs/groups.md "Run to
  * completion"). 0, or -SL_ERR_FIELD (no handler, a guest NF). sl_nf_detach ends it. */
 int sl_nf_host(struct sl_nf *nf, sl_handler_fn handler, void *arg);
+
+/* ---- Frames of its own (docs/abi.md "Supply"), with cfg.supply > 0 ----
+ * Call these from the thread that turns the NF (sl_nf_run's handler, or the host's loop). */
+
+/* Take an empty buffer: p gets a packet of length 0 with the default headroom (grow it with
+ * sl_pkt_adj_tail, write at sl_pkt_data) and action NEXT. 0, or -SL_ERR_NOMEM when none is in hand
+ * now (sluiced tops the supply up as the NF returns buffers). */
+int sl_nf_alloc(struct sl_nf *nf, struct sl_pkt *p);
+
+/* Hand n packets from sl_nf_alloc back with their actions (SL_ACT_NEXT: along the supply chain, the
+ * first chain that starts with this NF's service and has an exit port; SL_ACT_DROP: an unused buffer back). 0, or a
+ * negative code (the NF is finished, as sl_nf_poll). */
+int sl_nf_emit(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n);
+
+/* Empty buffers in hand. */
+unsigned sl_nf_supply(const struct sl_nf *nf);
 
 /* ---- packet accessors (inline: hot path) ---- */
 

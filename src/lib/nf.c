@@ -121,6 +121,9 @@ struct sl_nf {
 	struct sl_counter *saved;
 	uint32_t nsaved;
 	struct sl_region region[SL_REGIONS];
+	/* supply (docs/abi.md "Supply"): empty buffers sluiced handed us for frames of our own */
+	struct sl_desc *supply;      /* NULL: cfg.supply == 0 */
+	uint32_t nsupply, supply_cap;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -454,6 +457,14 @@ static struct sl_nf *nf_alloc(const struct sl_nf_config *cfg)
 	nf->gdev.vfio_dev = nf->gdev.vfio_group = nf->gdev.vfio_container = -1;
 	nf->bell_efd = -1;
 	nf->cfg = *cfg;
+	if (cfg->supply > 0) {
+		nf->supply_cap = cfg->supply > SL_SUPPLY_MAX ? SL_SUPPLY_MAX : cfg->supply;
+		nf->supply = calloc(nf->supply_cap, sizeof(*nf->supply));
+		if (nf->supply == NULL) {
+			free(nf);
+			return NULL;
+		}
+	}
 	return nf;
 }
 
@@ -488,6 +499,7 @@ static void conn_undo(struct sl_nf *nf, int keep_tx)
 		nf->ring_map[d] = NULL;
 	}
 	nf->rx = nf->tx = NULL;
+	nf->nsupply = 0; /* they were buffers of that connection's regions */
 	nf->info = NULL;
 	memset(&nf->pub, 0, sizeof(nf->pub)); /* they pointed into the info page: pub_init finds them again */
 	nf->handler_hist = 0;
@@ -515,6 +527,7 @@ static void nf_free(struct sl_nf *nf)
 	if (nf->old_tx_map != NULL)
 		munmap(nf->old_tx_map, nf->old_tx_map_size);
 	free(nf->saved);
+	free(nf->supply);
 	free(nf);
 }
 
@@ -528,7 +541,11 @@ static int build_init(const struct sl_nf_config *cfg, struct sl_msg *m)
 	memcpy(m->u.init.name, cfg->name, sizeof(m->u.init.name));
 	memcpy(m->u.init.service, cfg->service, sizeof(m->u.init.service));
 	m->u.init.wakeup = (uint8_t)cfg->wakeup;
-	m->u.init.flags = SL_INIT_F_PIPES;
+	if (cfg->supply > SL_SUPPLY_MAX)
+		return SL_ERR_FIELD;
+	/* an NF with a supply gets no pipes: its frames must pass the worker, which counts the supply */
+	m->u.init.flags = cfg->supply ? SL_INIT_F_SUPPLY : SL_INIT_F_PIPES;
+	m->u.init.supply = (uint16_t)cfg->supply;
 	m->u.init.batch = cfg->batch;
 	m->u.init.timeout_us = cfg->timeout_us;
 	m->u.init.pid = (uint32_t)getpid();
@@ -1127,10 +1144,9 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 	struct sl_desc bad[SL_BURST_MAX];
 	struct sl_pkt pkts[SL_BURST_MAX];
 	uint16_t in_port[SL_BURST_MAX];
-	unsigned np = 0, nbad = 0;
+	unsigned np = 0, nbad = 0, nsup = 0;
 	if (n == 0)
 		return 0;
-	nf->stats.rx_pkts += n;
 	pub_inc(&nf->stats.batches, nf->pub.batches);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct sl_region *r = &nf->region[d[i].region];
@@ -1144,6 +1160,18 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 			nbad++;
 			continue;
 		}
+		if (d[i].dest == SL_DEST_SUPPLY && d[i].len == 0 && nf->supply != NULL) { /* for sl_nf_alloc */
+			nsup++;
+			if (nf->nsupply < nf->supply_cap) {
+				nf->supply[nf->nsupply++] = d[i];
+			} else { /* more than we asked for: back */
+				bad[nbad] = d[i];
+				bad[nbad].action = SL_ACT_DROP;
+				bad[nbad].dest = 0;
+				nbad++;
+			}
+			continue;
+		}
 		pkts[np].d = d[i];
 		pkts[np].d.action = SL_ACT_NEXT;
 		pkts[np].base = r->base;
@@ -1151,6 +1179,7 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 		in_port[np] = d[i].dest;
 		np++;
 	}
+	nf->stats.rx_pkts += n - nsup;
 	if (np != 0) {
 		if (nf->handler_hist) {
 			uint64_t t0 = now_ns(CLOCK_MONOTONIC);
@@ -1172,8 +1201,48 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 	}
 	for (unsigned i = 0; i < nbad; i++)
 		d[np + i] = bad[i];
-	int rc = tx_all(nf, d, n, depth);
+	int rc = tx_all(nf, d, np + nbad, depth);
 	return rc != 0 ? -rc : (int)n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* supply: frames of our own (docs/abi.md "Supply")                            */
+
+int sl_nf_alloc(struct sl_nf *nf, struct sl_pkt *p)
+{
+	if (nf == NULL || p == NULL || nf->nsupply == 0)
+		return -SL_ERR_NOMEM;
+	const struct sl_desc *d = &nf->supply[--nf->nsupply];
+	const struct sl_region *r = &nf->region[d->region]; /* checked when it came (run_descs) */
+	p->d = *d;
+	p->d.action = SL_ACT_NEXT;
+	p->d.dest = 0;
+	p->base = r->base;
+	p->buf_size = r->buf_size;
+	return 0;
+}
+
+int sl_nf_emit(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n)
+{
+	struct sl_desc d[SL_BURST_MAX];
+	if (nf == NULL || (pkts == NULL && n != 0))
+		return -SL_ERR_FIELD;
+	while (n > 0) {
+		unsigned k = n < SL_BURST_MAX ? n : SL_BURST_MAX;
+		for (unsigned i = 0; i < k; i++)
+			d[i] = pkts[i].d;
+		int rc = ring_put(nf, nf->tx, d, k);
+		if (rc != 0)
+			return -rc;
+		pkts += k;
+		n -= k;
+	}
+	return 0;
+}
+
+unsigned sl_nf_supply(const struct sl_nf *nf)
+{
+	return nf != NULL ? nf->nsupply : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1613,7 +1682,8 @@ int sl_nf_config_from_env(struct sl_nf_config *cfg)
 	    env_u32("SLUICE_NF_BATCH", 1, 65536, &cfg->batch) < 0 ||
 	    env_u32("SLUICE_NF_TIMEOUT_US", 0, 10000000, &cfg->timeout_us) < 0 ||
 	    env_u32("SLUICE_NF_SPIN_US", 0, 10000000, &cfg->spin_us) < 0 ||
-	    env_u32("SLUICE_NF_REATTACH_MS", 0, 86400000, &cfg->reattach_ms) < 0)
+	    env_u32("SLUICE_NF_REATTACH_MS", 0, 86400000, &cfg->reattach_ms) < 0 ||
+	    env_u32("SLUICE_NF_SUPPLY", 0, SL_SUPPLY_MAX, &cfg->supply) < 0)
 		rc = -SL_ERR_FIELD;
 	return rc;
 }

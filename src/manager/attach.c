@@ -293,6 +293,10 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 	}
 	if (ci >= 0 && M.cfg.auth && M.cfg.auth[ci].quota) /* nfs[].quota: its lending budget, <= its ring */
 		nf->lend_max = M.cfg.auth[ci].quota;
+	/* supply (docs/abi.md "Supply"): up to half its lending budget, so that it can always take
+	 * packets as well; never for an access: ro NF, which cannot write a frame */
+	nf->supply_want = (in->flags & SL_INIT_F_SUPPLY) && !nf->ro ? RTE_MIN((uint32_t)in->supply, nf->lend_max / 2) : 0;
+	nf->supply_held = 0;
 	struct sl_msg out;
 	sl_msg_init(&out, SL_MSG_ADD_REGION);
 	/* only its own domain's region: its descriptors carry that index */
@@ -316,7 +320,7 @@ static void handle_init(struct nf *nf, const struct sl_msg *m)
 	nf->po = NULL;
 	nf->pipe_to = nf->pipe_from = -1;
 	nf->pipe_epoch = nf->pipe_open_epoch = 0;
-	if (ok && reg->pipe_base && !nf->ro && (in->flags & SL_INIT_F_PIPES)) {
+	if (ok && reg->pipe_base && !nf->ro && !nf->supply_want && (in->flags & SL_INIT_F_PIPES)) {
 		uint64_t off;
 		struct region *wr = M.regions[nf->domain];
 		nf->po = pipe_ring_reset(wr, (uint32_t)(nf - M.nfs), M.cfg.ring_size, &off);

@@ -345,6 +345,10 @@ static json_t *j_nfs(void)
 		json_object_set_new(j, "worker", json_integer(nf->worker));
 		json_object_set_new(j, "guest", json_boolean(nf->guest != 0)); /* pid: its QEMU's */
 		json_object_set_new(j, "sched", json_string(sched_nf_policy(nf))); /* its main thread's, as is */
+		if (nf->supply_want) /* an endpoint (docs/abi.md "Supply") */
+			json_object_set_new(j, "supply", json_pack("{s:I,s:I,s:I}", "want", (json_int_t)nf->supply_want,
+								   "held", (json_int_t)__atomic_load_n(&nf->supply_held, __ATOMIC_RELAXED),
+								   "given", (json_int_t)nf->st.supplied));
 		json_object_set_new(j, "counters", j_nf_counters(nf));
 		json_array_append_new(a, j);
 	}
@@ -1153,6 +1157,7 @@ static json_t *dispatch_cmd(json_t *req, bool *shutdown)
 		json_object_set_new(st, "active_set", j_active_set(S));
 		json_object_set_new(st, "doorbell_epoll", json_pack("{s:I,s:I}", "polls", (json_int_t)S->bell_polls,
 								    "events", (json_int_t)S->bell_events));
+		json_object_set_new(st, "supply_short", json_integer((json_int_t)S->supply_short));
 		json_object_set_new(st, "violations", j_violations(S));
 		json_object_set_new(st, "domains", j_domains());
 		json_object_set_new(st, "copies", j_copies(S));

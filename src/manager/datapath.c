@@ -407,6 +407,86 @@ static __attribute__((noinline)) uint32_t capture_nf_in(struct nf *nf, uint16_t 
 	return give;
 }
 
+/* ---- Supply (docs/abi.md "Supply") ----
+ * An endpoint NF (INIT SL_INIT_F_SUPPLY: the socket service's userspace TCP/IP stack) makes frames of
+ * its own. Its worker keeps up to supply_want empty buffers of the NF's domain in its hands: each is
+ * lent like a packet, staged with len 0 and dest SL_DEST_SUPPLY, and marked in its bufstate (supply),
+ * which also says where SL_ACT_NEXT takes it: along the NF's supply chain (the first chain that starts
+ * with its service and has an exit port), as if it had come in at that exit port. The mark goes when the buffer
+ * comes back, whatever the NF did with it, so supply_held counts exactly the empty buffers it holds. */
+static inline void supply_back(struct nf *nf, struct sl_bufstate *st)
+{
+	st->supply = 0;
+	nf->supply_held--;
+}
+
+static int32_t supply_chain(const struct route *rt, uint16_t svc)
+{
+	for (uint32_t c = 0; c < rt->nchains; c++)
+		if (rt->chains[c].len > 0 && rt->chains[c].svc[0] == svc && rt->chains[c].exit >= 0)
+			return (int32_t)c;
+	return -1;
+}
+
+static void mark_dirty(uint16_t id, struct nf *nf);
+
+static void supply_topup(const struct route *rt)
+{
+	for (uint32_t k = 0; k < W->nsuppliers; k++) {
+		uint16_t id = W->suppliers[k];
+		struct nf *nf = &M.nfs[id];
+		if (likely(nf->supply_held >= nf->supply_want) || nf->fault || nf->draining || !nf->active)
+			continue;
+		uint32_t want = nf->supply_want - nf->supply_held;
+		uint32_t busy = nf->lent + nf->nstage;
+		uint32_t room = busy < nf->lend_max ? nf->lend_max - busy : 0;
+		want = RTE_MIN(want, RTE_MIN(room, (uint32_t)SL_BURST - nf->nstage));
+		if (want == 0 || M.dom_held[nf->domain] + want > M.dom_max[nf->domain])
+			continue;
+		struct region *r = M.regions[nf->domain];
+		struct rte_mbuf *m[SL_BURST];
+		if (rte_pktmbuf_alloc_bulk(r->pool, m, want) != 0) {
+			W->st.supply_short++;
+			continue;
+		}
+		int32_t c = supply_chain(rt, nf->service);
+		uint16_t in_port = c >= 0 && rt->chains[c].exit >= 0 ? (uint16_t)rt->chains[c].exit : 0;
+		for (uint32_t i = 0; i < want; i++) {
+			uint32_t b = mbuf_id(m[i]);
+			struct sl_bufstate *st = &r->st[b];
+			st->chain = c >= 0 ? (uint16_t)c : UINT16_MAX; /* none: NEXT finds no path (counted) */
+			st->hop = 0;
+			st->in_port = in_port;
+			st->supply = 1;
+			sl_lend_stage(&r->lend, b, m[i]->data_off, 0, SL_DEST_SUPPLY, &nf->stage[nf->nstage++]);
+		}
+		shared_add32(&M.dom_held[nf->domain], want);
+		nf->supply_held += want;
+		nf->st.supplied += want;
+		mark_dirty(id, nf);
+	}
+}
+
+/* Of the nstage descriptors flush_nf staged for a supplied NF, the first n were delivered: how many
+ * of those were supply buffers (not packets, for its rx counters). The rest were not delivered and
+ * are freed by the caller: no longer held (datapath.c "Supply"). */
+static __attribute__((noinline)) uint32_t supply_staged(struct nf *nf, struct region *r, uint32_t n)
+{
+	uint32_t sup = 0;
+	for (uint32_t i = 0; i < nf->nstage; i++) {
+		struct sl_bufstate *st = &r->st[nf->stage[i].buf];
+		if (!st->supply)
+			continue;
+		if (i < n) {
+			sup++;
+		} else {
+			st->supply = 0;
+			nf->supply_held--;
+		}
+	}
+	return sup;
+}
+
 static void flush_nf(struct nf *nf)
 {
 	uint32_t n = 0;
@@ -433,7 +513,8 @@ static void flush_nf(struct nf *nf)
 	 * drained or even kicked: the members that may return them are collected from now on */
 	if (unlikely(nf->pipe_to >= 0) && n)
 		cohost_busy(nf);
-	nf->st.rx_pkts += n;
+	uint32_t sup = unlikely(nf->supply_want) ? supply_staged(nf, r, n) : 0;
+	nf->st.rx_pkts += n - sup;
 	nf->st.rx_bytes += bytes;
 	for (uint32_t i = n; i < nf->nstage; i++) { /* staged, never the NF's: the manager's to free */
 		TRACE_END(r->bufs[nf->stage[i].buf], TR_DROP, nf->fault ? TD_NF_GONE : TD_RING_FULL);
@@ -906,10 +987,17 @@ static inline void to_nf(uint16_t id, struct rte_mbuf *m, uint16_t chain, uint8_
 	st->chain = chain;
 	st->hop = hop;
 	st->in_port = in_port;
+	st->supply = 0;
 	TRACE_STEP(m, TR_TO_NF, id, hop);
 	sl_lend_stage(&r->lend, b, m->data_off, (uint16_t)m->data_len, in_port, &nf->stage[nf->nstage++]);
 	shared_add32(&M.dom_held[nf->domain], 1);
 	nf_load_check(nf);
+	mark_dirty(id, nf);
+}
+
+/* nf has descriptors staged: flush_all hands them over */
+static inline void mark_dirty(uint16_t id, struct nf *nf)
+{
 	if (!nf->dirty) {
 		nf->dirty = true;
 		W->dirty[W->ndirty++] = id;
@@ -1314,6 +1402,8 @@ static inline __attribute__((always_inline)) void handle_returned(uint16_t id, s
 		if (v >= SL_DESC_BAD_RANGE) { /* it was this NF's buffer: take it back */
 			TRACE_STEP(r->bufs[d->buf], TR_INVALID, id, v);
 			TRACE_END(r->bufs[d->buf], TR_DROP, TD_INVALID);
+			if (unlikely(r->st[d->buf].supply))
+				supply_back(nf, &r->st[d->buf]);
 			sl_lend_return(&r->lend, d->buf);
 			nf->lent--;
 			shared_add32(&M.dom_held[nf->domain], (uint32_t)-1);
@@ -1322,6 +1412,8 @@ static inline __attribute__((always_inline)) void handle_returned(uint16_t id, s
 		return;
 	}
 	struct rte_mbuf *m = r->bufs[d->buf];
+	if (unlikely(r->st[d->buf].supply))
+		supply_back(nf, &r->st[d->buf]);
 	sl_lend_return(&r->lend, d->buf);
 	nf->lent--;
 	shared_add32(&M.dom_held[nf->domain], (uint32_t)-1);
@@ -1518,18 +1610,23 @@ uint32_t nf_reclaim(uint32_t id)
 {
 	struct region *r = M.regions[M.nfs[id].domain]; /* an NF holds buffers of its own domain only */
 	uint16_t owner = (uint16_t)(id + 1);
-	uint32_t n = 0;
+	uint32_t n = 0, unused = 0;
 	for (uint32_t b = 0; b < r->nbufs; b++) {
 		if (r->st[b].owner == owner) {
 			sl_lend_return(&r->lend, b);
 			drop(r->bufs[b]);
 			n++;
+			if (r->st[b].supply) { /* an empty buffer: no packet lost */
+				r->st[b].supply = 0;
+				unused++;
+			}
 		}
 	}
 	M.nfs[id].lent = 0;
+	M.nfs[id].supply_held = 0;
 	shared_add32(&M.dom_held[M.nfs[id].domain], -n);
-	W->st.drops.nf_detached += n;
-	return n;
+	W->st.drops.nf_detached += n - unused;
+	return n - unused;
 }
 
 /* Instance lists: their writers (an NF's worker, adding or removing it) may be several workers when
@@ -1884,6 +1981,8 @@ static void exec_cmd(struct wcmd *c)
 		}
 		nf->active = true;
 		nf->draining = false;
+		if (nf->supply_want) /* supply_topup gives it its first empty buffers */
+			W->suppliers[W->nsuppliers++] = (uint16_t)c->nf;
 		pipes_update(M.route);
 		break;
 	}
@@ -1922,6 +2021,11 @@ static void exec_cmd(struct wcmd *c)
 			epoll_ctl(W->bell_ep, EPOLL_CTL_DEL, nf->tx_kick_fd, NULL);
 		nf->bell = false;
 		waiting_leave(nf);
+		for (uint32_t k = 0; k < W->nsuppliers; k++)
+			if (W->suppliers[k] == (uint16_t)c->nf) {
+				W->suppliers[k] = W->suppliers[--W->nsuppliers];
+				break;
+			}
 		nf->active = false;
 		pipes_update(M.route); /* e.g. one replica left: its upstream can pipe to it */
 		break;
@@ -2399,6 +2503,7 @@ static int worker_lists_init(void)
 		w->waiting = calloc(M.max_nfs, sizeof(*w->waiting));
 		w->dirty_ports = calloc(SL_MAX_PORTS, sizeof(*w->dirty_ports));
 		w->piped = calloc(M.max_nfs, sizeof(*w->piped));
+		w->suppliers = calloc(M.max_nfs, sizeof(*w->suppliers));
 		w->next_deadline = UINT64_MAX;
 		w->bell_ep = epoll_create1(EPOLL_CLOEXEC); /* never fd 0: stdin is open */
 		char name[RTE_RING_NAMESIZE];
@@ -2407,7 +2512,7 @@ static int worker_lists_init(void)
 		snprintf(name, sizeof(name), "sluice_inbox%u", i);
 		w->inbox = rte_ring_create(name, 4096, node, RING_F_SC_DEQ);
 		if (w->bell_ep < 0 || !w->busy || !w->parked || !w->dirty || !w->waiting || !w->dirty_ports || !w->piped ||
-		    !w->cmdq || !w->inbox)
+		    !w->suppliers || !w->cmdq || !w->inbox)
 			return -1;
 	}
 	return 0;
@@ -2524,6 +2629,8 @@ int worker_main(void *arg)
 		work += drain_busy(rt);
 		if (W->npiped)
 			pipes_poll(rt);
+		if (unlikely(W->nsuppliers))
+			supply_topup(rt);
 		flush_all();
 		check_waiting();
 		uint64_t now = rte_rdtsc();
@@ -2713,6 +2820,7 @@ void worker_fini(void)
 		free(w->waiting);
 		free(w->dirty_ports);
 		free(w->piped);
+		free(w->suppliers);
 		free(w->pipe_next);
 	}
 	free(M.workers);

@@ -21,7 +21,7 @@ struct sl_bufstate {
 	uint16_t owner;   /* NF id + 1, or SL_OWNER_NONE */
 	uint16_t chain;   /* chain id the packet travels */
 	uint8_t hop;      /* index of the service in the chain that has it */
-	uint8_t pad;
+	uint8_t supply;   /* 1: an empty buffer lent for the NF's own frame (datapath.c "Supply") */
 	uint16_t in_port; /* ingress port id */
 };
 _Static_assert(sizeof(struct sl_bufstate) == 8, "bufstate packs to 8 bytes");

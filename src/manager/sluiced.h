@@ -348,6 +348,7 @@ enum nf_state { NF_FREE = 0, NF_HELLO, NF_ATTACHED, NF_CLOSING };
 struct nf_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, kicks;
 	uint64_t drop_ring_full, drop_invalid;
+	uint64_t supplied;   /* empty buffers handed to it (docs/abi.md "Supply") */
 };
 
 struct nf {
@@ -385,6 +386,8 @@ struct nf {
 	uint8_t tap_in, tap_out; /* captures at its hops (capture.c): bit k = capture k; no pipe while set */
 	uint32_t lent;        /* buffers held by the NF: worker writes */
 	uint32_t lend_max;    /* TX ring size: the NF can always return what it holds */
+	uint32_t supply_want; /* empty buffers it asked to hold (INIT SL_INIT_F_SUPPLY; 0: none), capped */
+	uint32_t supply_held; /* supply buffers it holds now: worker writes (datapath.c "Supply") */
 	uint64_t timeout_cyc;
 	uint64_t first_wait;  /* TSC when unkicked packets started waiting, 0 none */
 	uint64_t last_fill;   /* TSC when packets were last put in its RX ring (kick coalescing), 0 never */
@@ -710,6 +713,7 @@ struct worker_stats {
 	struct { uint64_t open, opened, closed, packets, close_timeouts, fused; } pipes; /* stats.pipes */
 	uint64_t doorbells;                   /* parked NFs that rang their doorbell */
 	uint64_t bell_polls, bell_events;     /* doorbell epoll_wait(0) calls and the events they returned */
+	uint64_t supply_short;                /* supply top-ups the pool could not fill (datapath.c "Supply") */
 	struct flow_stats flow_st;
 	struct domain_pair_stats copies[SL_MAX_DOMAINS][SL_MAX_DOMAINS]; /* [from][to]: packets copied across */
 };
@@ -728,6 +732,8 @@ struct worker {
 	int32_t *pipe_next;         /* service -> its static next service (pipes_update's scratch) */
 	uint16_t *busy, *parked, *dirty, *waiting, *dirty_ports, *piped;
 	uint32_t nbusy, nparked, ndirty, nwaiting, ndirty_ports, npiped;
+	uint16_t *suppliers;        /* its NFs with a supply (datapath.c "Supply") */
+	uint32_t nsuppliers;
 	int bell_ep;                /* epoll over its NFs' TX eventfds (their doorbells) */
 	uint64_t next_bell_check;
 	uint64_t next_deadline;     /* earliest first_wait + timeout on `waiting` (UINT64_MAX: none) */
