@@ -51,7 +51,7 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
             iperf3 tcpdump tshark python3-scapy ethtool procps libhyperscan-dev \
             nftables conntrack bind9-dnsutils dnsmasq nginx-light curl libseccomp-dev \
             qemu-system-x86 linux-image-amd64 busybox-static cpio kmod \
-            redis-server redis-tools wrk python3-yaml systemd prometheus chromium
+            redis-server redis-tools wrk python3-yaml systemd prometheus chromium liblwip-dev
 
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk

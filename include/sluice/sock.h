@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define SL_SK_VERSION       1
+#define SL_SK_VERSION       2 /* 2: datagram records carry a control area (struct sl_sk_dctl) */
 #define SL_SK_MAGIC         0x4b534c53u /* "SLSK" little-endian: the region header */
 #define SL_SK_SOCKET_NAME   "stack.sock" /* in the socket dir (SLUICE_SOCKET_DIR, /run/sluice) */
 #define SL_NQE_PAYLOAD_MAX  512u
@@ -51,6 +51,8 @@ enum sl_sk_stack {
 	SL_SK_STACK_KERNEL = 1, /* the host kernel's TCP/IP, called by sluice-stackd on the app's behalf */
 	SL_SK_STACK_SHM = 2,    /* both ends are shim sockets on this host: bytes move ring to ring */
 	SL_SK_STACK_AUTO = 3,   /* shm when the peer is a local shim socket, else kernel */
+	SL_SK_STACK_USER = 4,   /* sluice-stackd's userspace TCP/IP stack, whose frames cross Sluice's NF
+	                         * chains (docs/sockets.md "The user module") */
 };
 
 /* NQE operations. Requests carry the arguments listed; every completion carries `result`
@@ -122,17 +124,72 @@ _Static_assert(sizeof(struct sl_sk_ring) == 128, "ring indices are two cache lin
  * wrap puts a header with len = SL_SK_DGRAM_SKIP meaning "the rest up to the wrap is empty"; when
  * fewer than SL_SK_DGRAM_HDR bytes are left before the wrap, it writes nothing there and the
  * consumer skips them the same way without reading. A record takes
- * SL_SK_DGRAM_HDR + len rounded up to 8. */
+ * SL_SK_DGRAM_HDR + len rounded up to 8.
+ *
+ * Control messages (docs/sockets.md "Control messages") ride in each record's control area, a
+ * fixed set of values with a bit each, never raw cmsg bytes:
+ *   send ring     what the app's sendmsg asked for this datagram (IP_PKTINFO / IPV6_PKTINFO: the
+ *                 source address and interface, IP_TTL, IP_TOS, IPV6_HOPLIMIT, IPV6_TCLASS), checked
+ *                 by the shim as the kernel checks them; the engine applies them (kernel module:
+ *                 as cmsgs of its sendmsg; shm: to the record it delivers);
+ *   receive ring  what the engine knows of the datagram: the kernel's cmsgs of its recvmsg (kernel
+ *                 module), or what the shm module synthesizes (the destination address, ifindex 1,
+ *                 the sender's TTL/TOS, the time it was delivered). The shim turns into cmsgs only
+ *                 the values whose option is on in the slot's rx_opts when the app receives.
+ * Both sides can write the other's records: a reader ignores a control area whose `ver` is not
+ * SL_SK_DCTL_V1 and bits it does not know, and writes no more than the app's msg_controllen. */
+#define SL_SK_DCTL_V1      1
+#define SL_SK_C_PKTINFO    0x01u /* IP_PKTINFO: ifindex4, spec_dst, addr4 */
+#define SL_SK_C_TTL        0x02u /* IP_TTL: ttl */
+#define SL_SK_C_TOS        0x04u /* IP_TOS: tos */
+#define SL_SK_C_PKTINFO6   0x08u /* IPV6_PKTINFO: addr6, ifindex6 */
+#define SL_SK_C_HOPLIMIT   0x10u /* IPV6_HOPLIMIT: hoplimit */
+#define SL_SK_C_TCLASS     0x20u /* IPV6_TCLASS: tclass */
+#define SL_SK_C_TSTAMP     0x40u /* receive ring: ts_ns */
+#define SL_SK_C_TCLASS_M1  0x80u /* send ring, with TCLASS (tclass 0xff): the app's IPV6_TCLASS was -1, which
+                                  * the kernel module passes on as -1 (Linux 6.x sends 0xff then) */
+#define SL_SK_C_ALL        0x7fu /* the bits of a receive record */
+#define SL_SK_C_SEND       0xbfu /* the bits of a send record */
+struct sl_sk_dctl {
+	uint16_t ver;              /* SL_SK_DCTL_V1; anything else: no control data */
+	uint16_t has;              /* SL_SK_C_*: which fields hold a value */
+	uint8_t ttl, tos;          /* IPv4 TTL and TOS */
+	uint8_t hoplimit, tclass;  /* IPv6 hop limit and traffic class */
+	uint32_t ifindex4;         /* IP_PKTINFO ipi_ifindex */
+	uint32_t ifindex6;         /* IPV6_PKTINFO ipi6_ifindex */
+	uint8_t spec_dst[4];       /* IP_PKTINFO ipi_spec_dst: receive: the local address; send: the source */
+	uint8_t addr4[4];          /* IP_PKTINFO ipi_addr: receive: the destination (send: unused) */
+	uint8_t addr6[16];         /* IPV6_PKTINFO ipi6_addr: receive: the destination; send: the source */
+	int64_t ts_ns;             /* receive: CLOCK_REALTIME when it was received (kernel) or delivered (shm) */
+};
+_Static_assert(sizeof(struct sl_sk_dctl) == 48, "datagram control area is 48 bytes");
+
 struct sl_sk_dgram {
 	uint32_t len;
 	uint16_t addr_len;         /* 0: no address (connected socket) */
 	uint16_t pad;
 	uint8_t addr[SL_SK_ADDR_MAX]; /* destination (send ring) or source (receive ring) */
+	uint32_t pad1;
+	struct sl_sk_dctl ctl;
 };
-_Static_assert(sizeof(struct sl_sk_dgram) == 36, "datagram record header is 36 bytes");
+_Static_assert(sizeof(struct sl_sk_dgram) == 88, "datagram record header is 88 bytes");
 #define SL_SK_DGRAM_SKIP 0xffffffffu
 #define SL_SK_DGRAM_ALIGN 8u
-#define SL_SK_DGRAM_HDR 40u /* sizeof(struct sl_sk_dgram) rounded up to 8 */
+#define SL_SK_DGRAM_HDR 88u /* sizeof(struct sl_sk_dgram), a multiple of 8 */
+_Static_assert(SL_SK_DGRAM_HDR % SL_SK_DGRAM_ALIGN == 0 && SL_SK_DGRAM_HDR == sizeof(struct sl_sk_dgram),
+	       "a record's data starts 8-aligned right after its header");
+
+/* sl_sk_slot.rx_opts: the receive options on (set by setsockopt through the engine), which decide
+ * the cmsgs the shim makes from a record's control area. The first six are SL_SK_C_* bits. */
+#define SL_SK_O_PKTINFO    SL_SK_C_PKTINFO  /* IP_PKTINFO */
+#define SL_SK_O_RECVTTL    SL_SK_C_TTL      /* IP_RECVTTL */
+#define SL_SK_O_RECVTOS    SL_SK_C_TOS      /* IP_RECVTOS */
+#define SL_SK_O_RECVPKTINFO6 SL_SK_C_PKTINFO6 /* IPV6_RECVPKTINFO */
+#define SL_SK_O_RECVHOPLIMIT SL_SK_C_HOPLIMIT /* IPV6_RECVHOPLIMIT */
+#define SL_SK_O_RECVTCLASS SL_SK_C_TCLASS   /* IPV6_RECVTCLASS */
+#define SL_SK_O_TSTAMP     SL_SK_C_TSTAMP   /* SO_TIMESTAMP or SO_TIMESTAMPNS (the kernel's SOCK_RCVTSTAMP) */
+#define SL_SK_O_TSTAMPNS   0x80u            /* with TSTAMP: nanoseconds (SCM_TIMESTAMPNS) */
+#define SL_SK_O_TSTAMP_NEW 0x100u           /* with TSTAMP: SO_TIMESTAMP*_NEW (the 64-bit time cmsgs) */
 
 /* sl_sk_slot.state bits: written by the engine, read by the shim */
 #define SL_SK_S_CONNECTED  0x01u /* a stream socket with a peer */
@@ -161,7 +218,8 @@ struct sl_sk_slot {
 	volatile uint32_t acceptq;   /* connections waiting for accept() (listening socket) */
 	volatile uint32_t domain;
 	volatile uint32_t type;
-	uint32_t pad0[10];
+	volatile uint32_t rx_opts;   /* SL_SK_O_*: the receive options on (datagram control messages) */
+	uint32_t pad0[9];
 	/* both sides, with atomic exchange */
 	volatile uint32_t rd_token;  /* SL_SK_TOKEN_*: the readable token (below) */
 	volatile uint32_t tx_kick;   /* 1 while a kick for new send-ring data is on its way */

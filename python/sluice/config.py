@@ -8,6 +8,7 @@ e.g. ``chains[0].exit: unknown port 'srv'``.
 """
 
 import copy
+import ipaddress
 import json
 import os
 import re
@@ -237,17 +238,94 @@ STACK_DEFAULTS = {
 }
 
 
+# `stack.user` (docs/sockets.md "The user module"): sluice-stackd's userspace TCP/IP stack (lwIP), attached
+# to sluiced as an NF of `service`; its frames go out along `egress_chain` (a chain that starts with the
+# service and exits on a port), and come in through a chain that ends with it (a port's chain or a rule's).
+STACK_USER_DEFAULTS = {
+    "service": "stack",
+    "addresses": None,      # required: ["10.0.0.1/24", "fd00::1/64"]: one IPv4, up to five IPv6
+    "gateway": None,        # IPv4 next hop off the IPv4 prefix
+    "mtu": 1500,
+    "mac": None,            # default 02:00 and the IPv4 address
+    "supply": 256,          # empty buffers it holds for the frames it sends (docs/abi.md "Supply")
+    "egress_chain": None,   # required
+}
+
+
+def _stack_user(v, path):
+    if not isinstance(v, dict):
+        raise ConfigError(path, f"must be a mapping with addresses, egress_chain and optionally service, gateway, mtu, "
+                                f"mac, supply (got {_type_name(v)} {v!r})")
+    _mapping(v, path, list(STACK_USER_DEFAULTS))
+    out = dict(STACK_USER_DEFAULTS)
+    for req in ("addresses", "egress_chain"):
+        if v.get(req) is None:
+            raise ConfigError(f"{path}.{req}", "required" + (" (a list such as [10.0.0.1/24, fd00::1/64])"
+                                                             if req == "addresses" else
+                                                             " (the chain its frames take: it starts with the service)"))
+    if "service" in v:
+        out["service"] = _name(v["service"], f"{path}.service")
+    addrs = _list(v["addresses"], f"{path}.addresses", 1, "address")
+    out["addresses"] = []
+    n4 = 0
+    for i, a in enumerate(addrs):
+        ap = f"{path}.addresses[{i}]"
+        if not isinstance(a, str):
+            raise ConfigError(ap, f"must be ADDRESS/PREFIX, e.g. 10.0.0.1/24 (got {_type_name(a)} {a!r})")
+        try:
+            iface = ipaddress.ip_interface(a if "/" in a else a + ("/64" if ":" in a else "/32"))
+        except ValueError:
+            raise ConfigError(ap, f"{a!r} is not an IPv4 or IPv6 address with a prefix length, e.g. 10.0.0.1/24")
+        if iface.ip.is_multicast or iface.ip.is_unspecified or iface.ip.is_loopback:
+            raise ConfigError(ap, f"{a!r} cannot be a host's address (multicast, unspecified or loopback)")
+        if iface.version == 4:
+            n4 += 1
+            if n4 > 1:
+                raise ConfigError(ap, "a second IPv4 address: the stack's interface has one (lwIP)")
+        elif len(out["addresses"]) - n4 >= 5:
+            raise ConfigError(ap, "a sixth IPv6 address: the stack's interface has at most five (and its link-local one)")
+        out["addresses"].append(str(iface))
+    if v.get("gateway") is not None:
+        try:
+            gw = ipaddress.IPv4Address(v["gateway"])
+        except (ValueError, TypeError):
+            raise ConfigError(f"{path}.gateway", f"{v['gateway']!r} is not an IPv4 address (IPv6 routers come by "
+                                                 f"router advertisement)")
+        nets = [ipaddress.ip_interface(a).network for a in out["addresses"] if ":" not in a]
+        if not nets:
+            raise ConfigError(f"{path}.gateway", "an IPv4 gateway needs an IPv4 address in addresses")
+        if gw not in nets[0]:
+            raise ConfigError(f"{path}.gateway", f"{gw} is not on the IPv4 prefix {nets[0]}")
+        out["gateway"] = str(gw)
+    if "mtu" in v:
+        out["mtu"] = _int(v["mtu"], f"{path}.mtu", 576, 9000)
+    if v.get("mac") is not None:
+        m = v["mac"]
+        if not isinstance(m, str) or not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", m):
+            raise ConfigError(f"{path}.mac", f"must be a MAC address such as 02:00:0a:00:00:01 (got {m!r})")
+        if int(m[:2], 16) & 1:
+            raise ConfigError(f"{path}.mac", f"{m} is a multicast address")
+        out["mac"] = m.lower()
+    if "supply" in v:
+        out["supply"] = _int(v["supply"], f"{path}.supply", 16, 4096)
+    out["egress_chain"] = _name(v["egress_chain"], f"{path}.egress_chain")
+    return out
+
+
 def _stack(v, path="stack"):
-    """stack: true | {ring_kb, slots, poll_us, direct} | null (the key alone): the socket service with these options;
-    stack: false: none. Returns the options, or None for no service."""
+    """stack: true | {ring_kb, slots, poll_us, direct, user} | null (the key alone): the socket service with these
+    options; stack: false: none. Returns the options, or None for no service."""
     if v is False:
         return None
     out = dict(STACK_DEFAULTS)
     if v is None or v is True:
         return out
     if not isinstance(v, dict):
-        raise ConfigError(path, f"must be true, false or a mapping with ring_kb, slots, poll_us, direct (got {_type_name(v)} {v!r})")
-    _mapping(v, path, list(STACK_DEFAULTS))
+        raise ConfigError(path, f"must be true, false or a mapping with ring_kb, slots, poll_us, direct, user "
+                                f"(got {_type_name(v)} {v!r})")
+    _mapping(v, path, list(STACK_DEFAULTS) + ["user"])
+    if v.get("user") is not None:
+        out["user"] = _stack_user(v["user"], f"{path}.user")
     if "ring_kb" in v:
         out["ring_kb"] = _pow2(v["ring_kb"], f"{path}.ring_kb", 4, 16384)
     if "slots" in v:
@@ -797,6 +875,38 @@ def _metrics(v, path="metrics"):
     return _served(v, path, METRICS_DEFAULT_LISTEN)
 
 
+def _stack_user_chains(user, cfg, chain_idx, port_idx, buffer_size):
+    """stack.user's chains: egress_chain starts with the service and exits on a port (sluiced sends the
+    stack's frames along the first chain that does both); every other chain with the service ends with it
+    and has no exit: those bring its traffic in."""
+    svc, path = user["service"], "stack.user"
+    ec = user["egress_chain"]
+    if ec not in chain_idx:
+        raise ConfigError(f"{path}.egress_chain", f"unknown chain {ec!r}" + _known(chain_idx))
+    c = cfg["chains"][chain_idx[ec]]
+    if c["nfs"][0] != svc:
+        raise ConfigError(f"{path}.egress_chain", f"chain {ec!r} must start with the stack's service {svc!r} "
+                                                  f"(e.g. nfs: [{svc}, firewall, monitor])")
+    if c["exit"] is None:
+        raise ConfigError(f"{path}.egress_chain", f"chain {ec!r} needs an exit port: the stack's frames leave by it")
+    ingress = []
+    for i, ch in enumerate(cfg["chains"]):
+        if ch["name"] == ec or svc not in ch["nfs"]:
+            continue
+        j = ch["nfs"].index(svc)
+        if j != len(ch["nfs"]) - 1 or ch["exit"] is not None:
+            raise ConfigError(f"chains[{i}]" + (".exit" if j == len(ch["nfs"]) - 1 else f".nfs[{j}]"),
+                              f"the stack's service {svc!r} takes in what reaches it: chain {ch['name']!r} must end "
+                              f"with it, with no exit (only {path}.egress_chain goes on from it)")
+        ingress.append(ch["name"])
+    if not ingress:
+        raise ConfigError(f"{path}.service", f"no chain brings traffic to {svc!r}: add a chain that ends with it "
+                                             f"(e.g. nfs: [firewall, {svc}]) and name it in a port's chain or a rule")
+    if user["mtu"] + 18 > buffer_size - 128:
+        raise ConfigError(f"{path}.mtu", f"{user['mtu']} does not fit sluiced's buffers (buffer_size {buffer_size}: "
+                                         f"at most {buffer_size - 128 - 18})")
+
+
 def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     """Validate a parsed config (dict) and return a new dict with every default
     filled in. Raises ConfigError naming the first bad field.
@@ -863,9 +973,14 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     for i, p in enumerate(cfg["ports"]):
         if p["chain"] is not None and p["chain"] not in chain_idx:
             raise ConfigError(f"ports[{i}].chain", f"unknown chain {p['chain']!r}" + _known(chain_idx))
+    user = (cfg.get("stack") or {}).get("user")
+    user_svc = user["service"] if user else None
+    if user_svc in nf_idx:
+        raise ConfigError("stack.user.service", f"{user_svc!r} is nfs[{nf_idx[user_svc]}]'s name too: the user stack "
+                                                f"attaches as a service of its own")
     for i, c in enumerate(cfg["chains"]):
         for j, s in enumerate(c["nfs"]):
-            if s not in nf_idx:
+            if s not in nf_idx and s != user_svc:
                 raise ConfigError(f"chains[{i}].nfs[{j}]", f"unknown service {s!r}" + _known(nf_idx))
         if c["exit"] is not None and c["exit"] not in port_idx:
             raise ConfigError(f"chains[{i}].exit", f"unknown port {c['exit']!r}" + _known(port_idx))
@@ -880,12 +995,15 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
                     raise ConfigError(f"nfs[{i}].may_send[{j}]", f"unknown service or port {x!r}"
                                       + _known(set(nf_idx) | set(port_idx)))
 
+    if user:
+        _stack_user_chains(user, cfg, chain_idx, port_idx, buffer_size=cfg["sluiced"]["buffer_size"])
+
     domains = _domains(data.get("domains"), cfg)
     if domains:  # absent: only the default domain
         cfg["domains"] = domains
 
     # steering (docs/steering.md): services are the NF names plus those the chains name
-    services = set(nf_idx)
+    services = set(nf_idx) | ({user_svc} if user_svc else set())
     rules = data.get("rules")
     rules = [] if rules is None else _list(rules, "rules")
     if rules:
@@ -1178,8 +1296,13 @@ def instance_names(cfg):
 
 
 def new_tokens(cfg):
-    """A fresh random attach token per service (docs/abi.md "Service tokens"): 32 hex characters."""
-    return {nf["name"]: secrets.token_hex(16) for nf in cfg["nfs"]}
+    """A fresh random attach token per service (docs/abi.md "Service tokens"): 32 hex characters. The user
+    stack's service has one too (sluice-stackd attaches as it)."""
+    t = {nf["name"]: secrets.token_hex(16) for nf in cfg["nfs"]}
+    user = (cfg.get("stack") or {}).get("user")
+    if user:
+        t[user["service"]] = secrets.token_hex(16)
+    return t
 
 
 def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
@@ -1214,4 +1337,10 @@ def to_sluiced_json(cfg, socket_dir=None, indent=2, tokens=None):
             nf.pop("quota", None)
         if tokens is not None:
             nf["token"] = tokens[nf["name"]]
+    user = (cfg.get("stack") or {}).get("user")
+    if user:  # sluice-stackd's user module attaches as this service (docs/sockets.md "The user module")
+        entry = {"name": user["service"], "may_send": {"services": [], "ports": []}}
+        if tokens is not None:
+            entry["token"] = tokens[user["service"]]
+        out["nfs"].append(entry)
     return json.dumps(out, indent=indent, sort_keys=False) + "\n"

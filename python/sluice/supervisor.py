@@ -340,8 +340,19 @@ def stack_paths(socket_dir):
 
 def stack_argv(stackd, socket_dir, stack):
     """sluice-stackd's command line for the config's normalized `stack:` options."""
-    return [stackd, "--socket-dir", socket_dir, "--ring-kb", str(stack["ring_kb"]), "--slots", str(stack["slots"]),
+    argv = [stackd, "--socket-dir", socket_dir, "--ring-kb", str(stack["ring_kb"]), "--slots", str(stack["slots"]),
             "--poll-us", str(stack.get("poll_us", 0)), *([] if stack.get("direct", True) else ["--no-direct"])]
+    u = stack.get("user")
+    if u:  # the user module (docs/sockets.md "The user module"): attaches to sluiced as u["service"]
+        argv += ["--user-service", u["service"], "--user-mtu", str(u["mtu"]), "--user-supply", str(u["supply"]),
+                 "--nf-socket", os.path.join(socket_dir, "nf.sock")]
+        for a in u["addresses"]:
+            argv += ["--user-addr", a]
+        if u.get("gateway"):
+            argv += ["--user-gateway", u["gateway"]]
+        if u.get("mac"):
+            argv += ["--user-mac", u["mac"]]
+    return argv
 
 
 def nf_program(nf, builtins):
@@ -530,8 +541,9 @@ class StackSlot(NfSlot):
 
     NAME = "sluice-stackd"
 
-    def __init__(self, argv, log_path):
+    def __init__(self, argv, log_path, env_extra=None):
         env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SLUICE_STACK", "SLUICE_RATE")}
+        env.update(env_extra or {})
         NfSlot.__init__(self, self.NAME, {"name": None, "restart": "always"}, argv, env, log_path)
         self.sandbox = "none"
 
@@ -873,8 +885,10 @@ class Supervisor:
         """sluice-stackd (`stack:`) in our socket dir; returns once stack-ctl.sock answers."""
         if not self.stackd_bin:
             return
+        user = self.cfg["stack"].get("user")
         slot = StackSlot(stack_argv(self.stackd_bin, self.socket_dir, self.cfg["stack"]),
-                         os.path.join(self.log_dir, f"{StackSlot.NAME}.log"))
+                         os.path.join(self.log_dir, f"{StackSlot.NAME}.log"),
+                         env_extra={"SLUICE_NF_TOKEN": self.tokens[user["service"]]} if user else None)
         self.slots.append(slot)
         self.start_slot(slot)
         self.write_state()

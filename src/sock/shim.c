@@ -230,8 +230,10 @@ __attribute__((constructor)) static void shim_ctor(void)
 		g_stack = SL_SK_STACK_SHM;
 	else if (!strcmp(st, "auto"))
 		g_stack = SL_SK_STACK_AUTO;
+	else if (!strcmp(st, "user"))
+		g_stack = SL_SK_STACK_USER;
 	else {
-		say("SLUICE_STACK=%s is not kernel, shm or auto: sockets stay the kernel's", st);
+		say("SLUICE_STACK=%s is not kernel, shm, auto or user: sockets stay the kernel's", st);
 		return;
 	}
 	const char *rate = getenv("SLUICE_RATE");
@@ -513,7 +515,9 @@ int shim_init_region(void)
 	}
 	if (resp.result < 0 || memfd < 0) {
 		if (resp.result < 0)
-			say("sluice-stackd refused this program: %s", strerror(-resp.result));
+			say("sluice-stackd refused this program: %s%s", strerror(-resp.result),
+			    g_stack == SL_SK_STACK_USER && resp.result == -EPROTONOSUPPORT
+				    ? " (it runs no user stack module: stack.user in sluice's config)" : "");
 		else
 			say("sluice-stackd sent no region");
 		if (memfd >= 0)

@@ -202,10 +202,18 @@ enum { TOK_STREAM, TOK_DGRAM, TOK_LISTEN };
 int shim_token_step(int fd, uint32_t slot, int kind, bool force);
 int shim_await_readable(int fd, uint32_t slot, int kind, int *nb, int64_t *dl, const struct timeval *tmo,
 			unsigned *woke, bool *polled);
+/* ctl: a datagram's control area (sock.h), sent (NULL: none) or received (NULL: not wanted) */
 ssize_t sk_send(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *addr,
-		socklen_t alen);
+		socklen_t alen, const struct sl_sk_dctl *ctl);
 ssize_t sk_recv(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *addr,
-		socklen_t *alen, int *msg_flags);
+		socklen_t *alen, int *msg_flags, struct sl_sk_dctl *ctl);
+
+/* ---- shim_cmsg.c: datagram control messages (sock.h "Control messages") ---- */
+/* sendmsg's cmsgs of a datagram socket, checked as the kernel does: 0 or -errno */
+int shim_cmsg_parse(const struct msghdr *msg, int domain, struct sl_sk_dctl *c);
+/* a received datagram's cmsgs for the options on (rx_opts) into msg_control; sets msg_controllen,
+ * MSG_CTRUNC in *mflags as the kernel's put_cmsg */
+void shim_cmsg_put(struct msghdr *msg, const struct sl_sk_dctl *c, uint32_t opts, int *mflags);
 /* the placeholder of a connecting socket is filled so that it turns writable when the engine ends
  * the connect; 0 or -ECONNRESET */
 int sk_fill(int fd);

@@ -782,7 +782,8 @@ static int dgram_next(struct sl_sk_slot *sl, struct sl_sk_dgram *hdr, uint64_t *
 }
 
 static ssize_t dgram_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct slocal *lo, struct iovc *c,
-			  size_t total, int flags, struct sockaddr *addr, socklen_t *alen, int *mflags)
+			  size_t total, int flags, struct sockaddr *addr, socklen_t *alen, int *mflags,
+			  struct sl_sk_dctl *ctl)
 {
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
@@ -824,6 +825,8 @@ static ssize_t dgram_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 			}
 			if (h.len > total && mflags)
 				*mflags |= MSG_TRUNC;
+			if (ctl)
+				*ctl = h.ctl; /* checked as it is turned into cmsgs (shim_cmsg.c) */
 			return (flags & MSG_TRUNC) ? (ssize_t)h.len : (ssize_t)(h.len < total ? h.len : total);
 		}
 		if (sl->error && !err_tried) {
@@ -840,12 +843,14 @@ static ssize_t dgram_recv(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 }
 
 static ssize_t dgram_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct slocal *lo, struct iovc *c,
-			  size_t total, int flags, const struct sockaddr *addr, socklen_t alen)
+			  size_t total, int flags, const struct sockaddr *addr, socklen_t alen, const struct sl_sk_dctl *ctl)
 {
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 	struct sl_sk_dgram h;
 	memset(&h, 0, sizeof(h));
+	if (ctl)
+		h.ctl = *ctl;
 	if (addr && alen) {
 		if (alen < sizeof(sa_family_t))
 			return -EINVAL;
@@ -905,7 +910,6 @@ static ssize_t dgram_send(int fd, uint32_t slot, struct sl_sk_slot *sl, struct s
 				off = 0;
 			}
 			memcpy(data + off, &h, sizeof(h));
-			memset(data + off + sizeof(h), 0, SL_SK_DGRAM_HDR - sizeof(h));
 			iov_to_ring(data, rb, tail + SL_SK_DGRAM_HDR, c, total);
 			sl_sk_store_release(&sl->tx.tail, tail + rec);
 			put = true;
@@ -947,7 +951,7 @@ static int iov_total(const struct iovec *iov, int cnt, size_t *total)
 }
 
 ssize_t sk_send(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *addr,
-		socklen_t alen)
+		socklen_t alen, const struct sl_sk_dctl *ctl)
 {
 	size_t total;
 	int r = iov_total(iov, iovcnt, &total);
@@ -958,12 +962,12 @@ ssize_t sk_send(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int 
 	struct iovc c = { iov, iovcnt, 0, 0 };
 	struct slocal *lo = &shim_slocal[slot];
 	if (lo->type == SOCK_DGRAM)
-		return dgram_send(fd, slot, slot_of(slot), lo, &c, total, flags, addr, alen);
+		return dgram_send(fd, slot, slot_of(slot), lo, &c, total, flags, addr, alen, ctl);
 	return stream_send(fd, slot, slot_of(slot), lo, &c, total, flags);
 }
 
 ssize_t sk_recv(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *addr,
-		socklen_t *alen, int *msg_flags)
+		socklen_t *alen, int *msg_flags, struct sl_sk_dctl *ctl)
 {
 	size_t total;
 	int r = iov_total(iov, iovcnt, &total);
@@ -972,7 +976,7 @@ ssize_t sk_recv(int fd, uint32_t slot, const struct iovec *iov, int iovcnt, int 
 	struct iovc c = { iov, iovcnt, 0, 0 };
 	struct slocal *lo = &shim_slocal[slot];
 	if (lo->type == SOCK_DGRAM)
-		return dgram_recv(fd, slot, slot_of(slot), lo, &c, total, flags, addr, alen, msg_flags);
+		return dgram_recv(fd, slot, slot_of(slot), lo, &c, total, flags, addr, alen, msg_flags, ctl);
 	return stream_recv(fd, slot, slot_of(slot), lo, &c, total, flags, alen);
 }
 
@@ -993,7 +997,7 @@ SHIM_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(read)(fd, buf, len);
 	struct iovec v = { buf, len };
-	return ret_ss(sk_recv(fd, e - 1, &v, 1, 0, NULL, NULL, NULL));
+	return ret_ss(sk_recv(fd, e - 1, &v, 1, 0, NULL, NULL, NULL, NULL));
 }
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
@@ -1002,7 +1006,7 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(write)(fd, buf, len);
 	struct iovec v = { (void *)buf, len };
-	return ret_ss(sk_send(fd, e - 1, &v, 1, 0, NULL, 0));
+	return ret_ss(sk_send(fd, e - 1, &v, 1, 0, NULL, 0, NULL));
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
@@ -1010,7 +1014,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	uint32_t e = fdt_get(fd);
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(readv)(fd, iov, cnt);
-	return ret_ss(sk_recv(fd, e - 1, iov, cnt, 0, NULL, NULL, NULL));
+	return ret_ss(sk_recv(fd, e - 1, iov, cnt, 0, NULL, NULL, NULL, NULL));
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
@@ -1018,7 +1022,7 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	uint32_t e = fdt_get(fd);
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(writev)(fd, iov, cnt);
-	return ret_ss(sk_send(fd, e - 1, iov, cnt, 0, NULL, 0));
+	return ret_ss(sk_send(fd, e - 1, iov, cnt, 0, NULL, 0, NULL));
 }
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
@@ -1027,7 +1031,7 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(send)(fd, buf, len, flags);
 	struct iovec v = { (void *)buf, len };
-	return ret_ss(sk_send(fd, e - 1, &v, 1, flags, NULL, 0));
+	return ret_ss(sk_send(fd, e - 1, &v, 1, flags, NULL, 0, NULL));
 }
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -1036,7 +1040,7 @@ SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(recv)(fd, buf, len, flags);
 	struct iovec v = { buf, len };
-	return ret_ss(sk_recv(fd, e - 1, &v, 1, flags, NULL, NULL, NULL));
+	return ret_ss(sk_recv(fd, e - 1, &v, 1, flags, NULL, NULL, NULL, NULL));
 }
 
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG addr, socklen_t alen)
@@ -1045,7 +1049,7 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CON
 	if (SHIM_LIKELY(!fdt_is_sock(e)))
 		return REAL(sendto)(fd, buf, len, flags, addr.__sockaddr__, alen);
 	struct iovec v = { (void *)buf, len };
-	return ret_ss(sk_send(fd, e - 1, &v, 1, flags, addr.__sockaddr__, alen));
+	return ret_ss(sk_send(fd, e - 1, &v, 1, flags, addr.__sockaddr__, alen, NULL));
 }
 
 SHIM_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t len, int flags, __SOCKADDR_ARG addr,
@@ -1056,15 +1060,23 @@ SHIM_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t len, int flags
 		return REAL(recvfrom)(fd, buf, len, flags, addr.__sockaddr__, alen);
 	struct iovec v = { buf, len };
 	struct sockaddr *sa = addr.__sockaddr__;
-	return ret_ss(sk_recv(fd, e - 1, &v, 1, flags, sa, sa ? alen : NULL, NULL));
+	return ret_ss(sk_recv(fd, e - 1, &v, 1, flags, sa, sa ? alen : NULL, NULL, NULL));
 }
 
 static ssize_t do_sendmsg(int fd, uint32_t e, const struct msghdr *msg, int flags)
 {
 	if (msg->msg_iovlen > (size_t)IOV_MAX)
 		return -EMSGSIZE;
+	struct slocal *lo = &shim_slocal[e - 1];
+	struct sl_sk_dctl ctl, *cp = NULL;
+	if (lo->type == SOCK_DGRAM && msg->msg_controllen) { /* per-datagram IP_PKTINFO, IP_TTL... */
+		int r = shim_cmsg_parse(msg, lo->domain, &ctl);
+		if (r < 0)
+			return r;
+		cp = &ctl;
+	}
 	return sk_send(fd, e - 1, msg->msg_iov, (int)msg->msg_iovlen, flags, (const struct sockaddr *)msg->msg_name,
-		       msg->msg_name ? msg->msg_namelen : 0);
+		       msg->msg_name ? msg->msg_namelen : 0, cp);
 }
 
 static ssize_t do_recvmsg(int fd, uint32_t e, struct msghdr *msg, int flags)
@@ -1073,11 +1085,17 @@ static ssize_t do_recvmsg(int fd, uint32_t e, struct msghdr *msg, int flags)
 		return -EMSGSIZE;
 	int mf = 0;
 	socklen_t alen = msg->msg_name ? msg->msg_namelen : 0;
+	struct sl_sk_dctl ctl;
+	bool dgram = shim_slocal[e - 1].type == SOCK_DGRAM;
 	ssize_t r = sk_recv(fd, e - 1, msg->msg_iov, (int)msg->msg_iovlen, flags, (struct sockaddr *)msg->msg_name,
-			    &alen, &mf);
+			    &alen, &mf, dgram ? &ctl : NULL);
 	if (r >= 0) {
 		msg->msg_namelen = msg->msg_name ? alen : 0;
-		msg->msg_controllen = 0;
+		uint32_t opts = dgram ? __atomic_load_n(&slot_of(e - 1)->rx_opts, __ATOMIC_ACQUIRE) : 0;
+		if (opts)
+			shim_cmsg_put(msg, &ctl, opts, &mf);
+		else
+			msg->msg_controllen = 0;
 		msg->msg_flags = mf;
 	}
 	return r;
@@ -1193,7 +1211,7 @@ static ssize_t do_sendfile(int out, uint32_t e, int in, off_t *offset, size_t co
 		if (n == 0)
 			break;
 		struct iovec v = { buf, (size_t)n };
-		ssize_t s = sk_send(out, e - 1, &v, 1, 0, NULL, 0);
+		ssize_t s = sk_send(out, e - 1, &v, 1, 0, NULL, 0, NULL);
 		ssize_t took = s < 0 ? 0 : s;
 		if (offset)
 			*offset += took;

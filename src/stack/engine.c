@@ -86,11 +86,14 @@ int engine_init(const struct stackd_cfg *c)
 		return -1;
 	if (sk_epoll_add(listen_fd, &ev_listen, EPOLLIN) < 0 || sk_epoll_add(ctl_listen_fd, &ev_ctl_listen, EPOLLIN) < 0)
 		return -1;
+	if (cfg.user && ustack_init(cfg.user) < 0)
+		return -1;
 	return 0;
 }
 
 void engine_fini(void)
 {
+	ustack_fini();
 	if (listen_fd >= 0) {
 		close(listen_fd);
 		unlink(path_stack);
@@ -270,7 +273,9 @@ static int op_socket(struct chan *ch, struct sl_nqe *q, int *fd_out)
 	if (!s)
 		return -EMFILE;
 	int rc = 0;
-	if (ch->app->stack != SL_SK_STACK_SHM)
+	if (ch->app->stack == SL_SK_STACK_USER)
+		rc = ustack_socket(s);
+	else if (ch->app->stack != SL_SK_STACK_SHM)
 		rc = kstack_socket(s);
 	if (!rc)
 		rc = sk_make_placeholder(s);
@@ -295,6 +300,8 @@ static int op_bind(struct chan *ch, struct sk *s, const uint8_t *p, uint16_t len
 		return -EACCES; /* sluice-stackd is root: it binds only what the caller could */
 	int rc;
 	switch (ch->app->stack) {
+	case SL_SK_STACK_USER:
+		return ustack_bind(s, (struct sockaddr *)&ss, (socklen_t)sl);
 	case SL_SK_STACK_KERNEL:
 		rc = kstack_bind(s, (struct sockaddr *)&ss, (socklen_t)sl);
 		if (!rc)
@@ -317,11 +324,13 @@ static int op_listen(struct sk *s, int backlog)
 	if (backlog < 0 || backlog > 65535)
 		backlog = 4096;
 	int rc = 0;
-	if (s->kfd >= 0)
+	if (s->app->stack == SL_SK_STACK_USER)
+		rc = ustack_listen(s, backlog);
+	else if (s->kfd >= 0)
 		rc = kstack_listen(s, backlog);
 	if (!rc && s->app->stack == SL_SK_STACK_AUTO && !s->in_table)
 		rc = auto_register(s);
-	if (!rc && s->app->stack != SL_SK_STACK_KERNEL)
+	if (!rc && s->app->stack != SL_SK_STACK_KERNEL && s->app->stack != SL_SK_STACK_USER)
 		rc = shm_listen(s, backlog);
 	if (rc)
 		return rc;
@@ -346,6 +355,15 @@ static int op_connect(struct sk *s, const uint8_t *p, uint16_t len)
 		return sl;
 	const struct sockaddr *sa = (const struct sockaddr *)&ss;
 	int stack = s->app->stack;
+	if (stack == SL_SK_STACK_USER) {
+		if (s->type == SOCK_STREAM && s->state == SK_CONNECTED)
+			return -EISCONN;
+		if (s->type == SOCK_STREAM && s->state == SK_CONNECTING)
+			return -EALREADY;
+		if (s->state == SK_LISTEN)
+			return -EINVAL;
+		return ustack_connect(s, sa, (socklen_t)sl);
+	}
 	if (s->type == SOCK_DGRAM) {
 		if (stack == SL_SK_STACK_SHM)
 			return shm_dgram_connect(s, sa, (socklen_t)sl);
@@ -434,6 +452,8 @@ static int op_shutdown(struct sk *s, int how)
 static int op_name(struct sk *s, bool peer, struct sockaddr_storage *ss, socklen_t *sl)
 {
 	*sl = sizeof(*ss);
+	if (s->mode == SL_SK_STACK_USER)
+		return ustack_name(s, peer, ss, sl);
 	if (s->kfd >= 0 && s->mode != SL_SK_STACK_SHM) {
 		int r = peer ? getpeername(s->kfd, (struct sockaddr *)ss, sl) : getsockname(s->kfd, (struct sockaddr *)ss, sl);
 		return r < 0 ? -errno : 0;
@@ -472,8 +492,17 @@ static int op_setsockopt(struct sk *s, int level, int name, const uint8_t *p, ui
 		s->v6only = v;
 	else
 		known = false;
-	if (s->kfd >= 0)
-		return setsockopt(s->kfd, level, name, p, len) < 0 ? -errno : 0;
+	if (s->kfd >= 0) {
+		if (setsockopt(s->kfd, level, name, p, len) < 0)
+			return -errno;
+		sk_dopt_set(s, level, name, p, len); /* the kernel took it: the shim shows its cmsgs */
+		return 0;
+	}
+	if (known && s->mode == SL_SK_STACK_USER)
+		ustack_sockopt(s);
+	int d = sk_dopt_set(s, level, name, p, len); /* IP_TTL, IP_PKTINFO, SO_TIMESTAMP...: kept, or refused */
+	if (d <= 0)
+		return d;
 	if (!known)
 		s->app->unknown_opts++; /* shm: accepted and counted (docs/sockets.md) */
 	return 0;
@@ -514,6 +543,11 @@ static int op_getsockopt(struct sk *s, int level, int name, uint32_t optlen, uin
 			return -errno;
 		return (int)l;
 	}
+	int d = sk_dopt_get(s, level, name, &v);
+	if (d < 0)
+		return d;
+	if (d == 0)
+		goto int_out;
 	v = 0;
 	if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF))
 		v = (int)s->rb;
@@ -550,7 +584,7 @@ int_out:
 
 static const char *stack_name(int stack)
 {
-	return stack == SL_SK_STACK_KERNEL ? "kernel" : stack == SL_SK_STACK_SHM ? "shm" : "auto";
+	return stack == SL_SK_STACK_KERNEL ? "kernel" : stack == SL_SK_STACK_SHM ? "shm" : stack == SL_SK_STACK_USER ? "user" : "auto";
 }
 
 static size_t app_json(struct app *a, char *buf, size_t cap)
@@ -572,12 +606,12 @@ static size_t app_json(struct app *a, char *buf, size_t cap)
 	if (n < cap)
 		n += (size_t)snprintf(buf + n, cap - n,
 			"],\"stack\":\"%s\",\"rate_bps\":%llu,\"sockets\":%u,\"tx_bytes\":%llu,\"rx_bytes\":%llu,"
-			"\"throttled\":%llu,\"conns_kernel\":%llu,\"conns_shm\":%llu,\"calls\":%llu,"
+			"\"throttled\":%llu,\"conns_kernel\":%llu,\"conns_shm\":%llu,\"conns_user\":%llu,\"calls\":%llu,"
 			"\"unknown_options\":%llu,\"resets\":%llu,\"region_bytes\":%llu}",
 			stack_name(a->stack), (unsigned long long)a->rate_Bps * 8, a->nsocks,
 			(unsigned long long)tx, (unsigned long long)rx,
 			(unsigned long long)a->throttled, (unsigned long long)a->conns_kernel,
-			(unsigned long long)a->conns_shm, (unsigned long long)a->calls,
+			(unsigned long long)a->conns_shm, (unsigned long long)a->conns_user, (unsigned long long)a->calls,
 			(unsigned long long)a->unknown_opts, (unsigned long long)a->resets,
 			(unsigned long long)a->size);
 	return n < cap ? n : cap - 1;
@@ -597,8 +631,10 @@ static int op_hello(struct chan *ch, struct sl_nqe *q, const uint8_t *p, uint16_
 	static const uint8_t zero[16];
 	if (!memcmp(h.token, zero, sizeof(zero))) {
 		int stack = (int)q->arg0;
-		if (stack < SL_SK_STACK_KERNEL || stack > SL_SK_STACK_AUTO)
+		if (stack < SL_SK_STACK_KERNEL || stack > SL_SK_STACK_USER)
 			return -EINVAL;
+		if (stack == SL_SK_STACK_USER && !ustack_enabled())
+			return -EPROTONOSUPPORT; /* the shim says: no user module here */
 		struct app *a = app_new(&h, stack, q->arg1, ch->uid);
 		if (!a)
 			return -ENOMEM;
@@ -754,6 +790,7 @@ static void chan_read(struct chan *ch)
 
 static void close_now(struct sk *s)
 {
+	ustack_close(s);
 	shm_close(s);
 	kstack_close(s);
 	sk_free(s);
@@ -776,6 +813,8 @@ static void service(struct sk *s)
 	}
 	if (s->state == SK_LISTEN) {
 		sk_listener_update(s);
+	} else if (s->mode == SL_SK_STACK_USER) {
+		ustack_service(s, TURN_BYTES);
 	} else if (s->mode == SL_SK_STACK_SHM || s->peer || (s->type == SOCK_DGRAM && s->kfd < 0)) {
 		shm_service(s, TURN_BYTES);
 		if (s->peer && s->peer->app_closed)
@@ -846,10 +885,12 @@ static void ctl_answer(struct ctl *c, const char *line)
 	if (strstr(line, "\"status\"")) {
 		n = (size_t)snprintf(out, cap,
 			"{\"ok\":true,\"version\":\"%s\",\"pid\":%d,\"uptime_s\":%.1f,\"apps\":%llu,\"sockets\":%llu,"
-			"\"region_bytes\":%llu,\"poll_us\":%u,\"direct\":%s,\"socket\":\"%s\"}\n",
+			"\"region_bytes\":%llu,\"poll_us\":%u,\"direct\":%s,\"socket\":\"%s\",\"user\":",
 			STACKD_VERSION, getpid(), (double)(now_ns() - start_ns) / 1e9, (unsigned long long)napps,
 			(unsigned long long)g_nsocks, (unsigned long long)region, cfg.poll_us, g_direct ? "true" : "false",
 			path_stack);
+		n += ustack_status(out + n, cap - n - 4);
+		n += (size_t)snprintf(out + n, cap - n, "}\n");
 	} else if (strstr(line, "\"stats\"") || strstr(line, "\"apps\"")) {
 		n = (size_t)snprintf(out, cap, "{\"ok\":true,\"apps_total\":%llu,\"sockets\":%llu,\"calls\":%llu,"
 				     "\"protocol_errors\":%llu,\"apps\":[",
@@ -1006,8 +1047,15 @@ int engine_run(volatile int *stop)
 		}
 		if (collect_dirty()) /* after the store above when sleeping: sock.h "Kicks" */
 			timeout = 0;
+		if (cfg.user) /* frames waiting: no sleep; lwIP's next timer: no longer */
+			timeout = ustack_sleep_prepare(timeout);
 		int n = epoll_wait(g_epfd, evs, 256, timeout);
 		set_awake(true);
+		if (cfg.user) {
+			ustack_sleep_done();
+			if (ustack_poll())
+				last_busy = now_ns();
+		}
 		if (n > 0 || sk_work_pending())
 			last_busy = now_ns();
 		else if (timeout == 0 && poll_ns)
@@ -1047,6 +1095,8 @@ int engine_run(volatile int *stop)
 				kstack_event(e->obj, ev);
 				sk_work(e->obj);
 				break;
+			case EV_USTACK: /* sluiced's kick or its control socket: ustack_poll looks */
+				break;
 			}
 		}
 		if (sk_throttled_any() && now_ns() - last_refill >= 1000000) {
@@ -1054,6 +1104,13 @@ int engine_run(volatile int *stop)
 			sk_unthrottle();
 		}
 		serve_work();
+		if (cfg.user) {
+			ustack_flush(); /* what the sockets' turns made */
+			if (!ustack_enabled()) {
+				sk_log("the user stack module is down (sluiced went away): exiting for the supervisor to restart sluice-stackd");
+				return -1;
+			}
+		}
 	}
 	return 0;
 }

@@ -208,6 +208,117 @@ static void stream_rx(struct sk *s, uint64_t *budget)
 	}
 }
 
+/* ---- datagram control messages (sock.h "Control messages") ---- */
+
+/* the cmsgs of a send record's control area, for this kernel socket's sendmsg (the kernel checks them
+ * again and ignores those of the other IP version, as for the app's own sendmsg); the length */
+static size_t ctl_to_cmsgs(const struct sl_sk_dctl *c, uint8_t *buf, size_t cap)
+{
+	size_t n = 0;
+	struct cmsghdr h;
+#define PUT(lvl, typ, ptr, sz)                                              \
+	do {                                                                \
+		if (n + CMSG_SPACE(sz) > cap)                               \
+			return n;                                           \
+		h = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sz), .cmsg_level = (lvl), .cmsg_type = (typ) }; \
+		memset(buf + n, 0, CMSG_SPACE(sz));                         \
+		memcpy(buf + n, &h, sizeof(h));                             \
+		memcpy(buf + n + CMSG_LEN(0), (ptr), (sz));                 \
+		n += CMSG_SPACE(sz);                                        \
+	} while (0)
+	if (c->has & SL_SK_C_PKTINFO) {
+		struct in_pktinfo pi = { .ipi_ifindex = (int)c->ifindex4 };
+		memcpy(&pi.ipi_spec_dst, c->spec_dst, 4);
+		PUT(IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+	}
+	if (c->has & SL_SK_C_TTL) {
+		int v = c->ttl;
+		PUT(IPPROTO_IP, IP_TTL, &v, sizeof(v));
+	}
+	if (c->has & SL_SK_C_TOS) {
+		int v = c->tos;
+		PUT(IPPROTO_IP, IP_TOS, &v, sizeof(v));
+	}
+	if (c->has & SL_SK_C_PKTINFO6) {
+		struct in6_pktinfo pi = { .ipi6_ifindex = c->ifindex6 };
+		memcpy(&pi.ipi6_addr, c->addr6, 16);
+		PUT(IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
+	}
+	if (c->has & SL_SK_C_HOPLIMIT) {
+		int v = c->hoplimit;
+		PUT(IPPROTO_IPV6, IPV6_HOPLIMIT, &v, sizeof(v));
+	}
+	if (c->has & SL_SK_C_TCLASS) {
+		int v = (c->has & SL_SK_C_TCLASS_M1) ? -1 : c->tclass;
+		PUT(IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v));
+	}
+#undef PUT
+	return n;
+}
+
+/* the kernel's cmsgs of a received datagram into a record's control area (what the kernel gave:
+ * only the options on, which the shim filters again when the app receives) */
+static void cmsgs_to_ctl(struct msghdr *m, struct sl_sk_dctl *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+		const uint8_t *d = CMSG_DATA(h);
+		size_t len = h->cmsg_len - CMSG_LEN(0);
+		int v;
+		if (h->cmsg_level == SOL_SOCKET && len >= 16) {
+			int64_t sec, frac;
+			memcpy(&sec, d, 8);
+			memcpy(&frac, d + 8, 8);
+			if (h->cmsg_type == SO_TIMESTAMP
+#ifdef SO_TIMESTAMP_NEW
+			    || h->cmsg_type == SO_TIMESTAMP_NEW
+#endif
+			)
+				frac *= 1000;
+			else if (h->cmsg_type != SO_TIMESTAMPNS
+#ifdef SO_TIMESTAMPNS_NEW
+				 && h->cmsg_type != SO_TIMESTAMPNS_NEW
+#endif
+			)
+				continue;
+			c->ts_ns = sec * 1000000000 + frac;
+			c->has |= SL_SK_C_TSTAMP;
+		} else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_PKTINFO && len >= sizeof(struct in_pktinfo)) {
+			struct in_pktinfo pi;
+			memcpy(&pi, d, sizeof(pi));
+			c->ifindex4 = (uint32_t)pi.ipi_ifindex;
+			memcpy(c->spec_dst, &pi.ipi_spec_dst, 4);
+			memcpy(c->addr4, &pi.ipi_addr, 4);
+			c->has |= SL_SK_C_PKTINFO;
+		} else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_TTL && len >= sizeof(int)) {
+			memcpy(&v, d, sizeof(v));
+			c->ttl = (uint8_t)v;
+			c->has |= SL_SK_C_TTL;
+		} else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_TOS && len >= 1) {
+			c->tos = d[0];
+			c->has |= SL_SK_C_TOS;
+		} else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_PKTINFO &&
+			   len >= sizeof(struct in6_pktinfo)) {
+			struct in6_pktinfo pi;
+			memcpy(&pi, d, sizeof(pi));
+			memcpy(c->addr6, &pi.ipi6_addr, 16);
+			c->ifindex6 = pi.ipi6_ifindex;
+			c->has |= SL_SK_C_PKTINFO6;
+		} else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_HOPLIMIT && len >= sizeof(int)) {
+			memcpy(&v, d, sizeof(v));
+			c->hoplimit = (uint8_t)v;
+			c->has |= SL_SK_C_HOPLIMIT;
+		} else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_TCLASS && len >= sizeof(int)) {
+			memcpy(&v, d, sizeof(v));
+			c->tclass = (uint8_t)v;
+			c->has |= SL_SK_C_TCLASS;
+		}
+	}
+}
+
+/* room for every cmsg the options of sock.h give (a timestamp, both PKTINFOs, four ints) */
+#define CTL_BUF 256
+
 static void dgram_tx(struct sk *s, uint64_t *budget)
 {
 	struct sl_sk_dgram h;
@@ -226,8 +337,21 @@ static void dgram_tx(struct sk *s, uint64_t *budget)
 			sk_dgram_done(s, &h);
 			continue;
 		}
-		ssize_t n = sendto(s->kfd, data, h.len, MSG_DONTWAIT | MSG_NOSIGNAL,
+		ssize_t n;
+		if (!h.ctl.has) {
+			n = sendto(s->kfd, data, h.len, MSG_DONTWAIT | MSG_NOSIGNAL,
 				   h.addr_len ? (const struct sockaddr *)(const void *)h.addr : NULL, h.addr_len);
+		} else { /* the app's per-datagram cmsgs, rebuilt from the control area */
+			union {
+				struct cmsghdr align;
+				uint8_t b[CTL_BUF];
+			} cb;
+			struct iovec iv = { (void *)data, h.len };
+			struct msghdr m = { .msg_name = h.addr_len ? h.addr : NULL, .msg_namelen = h.addr_len,
+					    .msg_iov = &iv, .msg_iovlen = 1, .msg_control = cb.b };
+			m.msg_controllen = ctl_to_cmsgs(&h.ctl, cb.b, sizeof(cb.b));
+			n = sendmsg(s->kfd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		}
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
 			s->k_writable = false;
 			return;
@@ -260,11 +384,19 @@ static void dgram_rx(struct sk *s, uint64_t *budget)
 				return;
 		}
 		struct sockaddr_storage from;
-		socklen_t fl = sizeof(from);
-		ssize_t n = recvfrom(s->kfd, dst, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		union {
+			struct cmsghdr align;
+			uint8_t b[CTL_BUF];
+		} cb;
+		struct iovec iv = { dst, (size_t)len };
+		struct msghdr m = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv, .msg_iovlen = 1,
+				    .msg_control = s->dopt.rx ? cb.b : NULL, .msg_controllen = s->dopt.rx ? sizeof(cb.b) : 0 };
+		ssize_t n = recvmsg(s->kfd, &m, MSG_DONTWAIT);
 		if (n < 0)
 			continue;
-		sk_dgram_commit(s, (uint32_t)n, &from, fl);
+		struct sl_sk_dctl ctl;
+		cmsgs_to_ctl(&m, &ctl);
+		sk_dgram_commit(s, (uint32_t)n, &from, m.msg_namelen, &ctl);
 		*budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
 	}
 }

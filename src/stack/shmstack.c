@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stackd.h"
@@ -463,6 +464,82 @@ int shm_dgram_connect(struct sk *s, const struct sockaddr *sa, socklen_t len)
 	return 0;
 }
 
+/* Control messages of a datagram between two shim sockets (sock.h "Control messages"), as the
+ * kernel's loopback would give them: the sender's per-datagram values (its sendmsg cmsgs) or else its
+ * socket's, the destination it was sent to with ifindex 1 (lo), the time of delivery. The sender's
+ * IP_PKTINFO / IPV6_PKTINFO source address, if any, replaces *src (the port stays). 0, or the error
+ * of the kernel's sendmsg when that address is not one of this host's: ENETUNREACH for IPv4 (the
+ * route lookup's), EINVAL for IPv6 (ip6_datagram_send_ctl's) and for a v4/v6 mix-up. */
+static int dgram_ctl(const struct sk *from, const struct sk *to, const struct sl_sk_dctl *in, struct naddr *dst,
+		      struct naddr *src, struct sl_sk_dctl *c)
+{
+	static const uint8_t zero[16];
+	bool v4 = is_v4(dst);
+	uint16_t has = in->has; /* checked by sk_dgram_next */
+	memset(c, 0, sizeof(*c));
+	/* the source the sender asked for: IPv4 only from IP_PKTINFO's ipi_spec_dst or an IPv4-mapped
+	 * IPV6_PKTINFO (an IPv6 socket sending to IPv4), IPv6 only from IPV6_PKTINFO; 0 / :: = none */
+	uint8_t want[16];
+	bool asked = false;
+	if (v4 && (has & SL_SK_C_PKTINFO) && memcmp(in->spec_dst, zero, 4)) {
+		memcpy(want, v4mapped_prefix, 12);
+		memcpy(want + 12, in->spec_dst, 4);
+		asked = true;
+	} else if ((has & SL_SK_C_PKTINFO6) && memcmp(in->addr6, zero, 16)) {
+		memcpy(want, in->addr6, 16);
+		if (v4 != !memcmp(want, v4mapped_prefix, 12))
+			return EINVAL;
+		asked = true;
+	}
+	if (asked && v4 && !memcmp(want + 12, zero, 4))
+		asked = false; /* ::ffff:0.0.0.0: none, as ipi_spec_dst 0 */
+	if (asked) {
+		struct naddr w = { .port = src->port };
+		memcpy(w.a, want, 16);
+		struct sockaddr_storage ws;
+		denorm(&w, v4 ? AF_INET : AF_INET6, &ws);
+		if (v4 && (w.a[12] >= 224 || w.a[12] == 0))
+			return EINVAL; /* a multicast, broadcast or 0/8 source */
+		if (!addr_is_local((const struct sockaddr *)&ws))
+			return v4 ? ENETUNREACH : EINVAL;
+		*src = w;
+	}
+	/* a datagram to 0.0.0.0 / :: goes to the loopback address, as the kernel routes it */
+	struct naddr d = *dst;
+	if (is_any(&d)) {
+		memset(d.a, 0, 16);
+		if (v4) {
+			memcpy(d.a, v4mapped_prefix, 12);
+			d.a[12] = 127;
+		}
+		d.a[15] = 1;
+	}
+	if (v4) {
+		c->has = SL_SK_C_PKTINFO | SL_SK_C_TTL | SL_SK_C_TOS;
+		c->ifindex4 = 1;
+		memcpy(c->spec_dst, d.a + 12, 4);
+		memcpy(c->addr4, d.a + 12, 4);
+		c->ttl = (has & SL_SK_C_TTL) ? in->ttl : from->dopt.ttl_set ? from->dopt.ttl : sk_default_ttl(false);
+		c->tos = (has & SL_SK_C_TOS) ? in->tos : from->dopt.tos;
+	} else {
+		c->has = SL_SK_C_HOPLIMIT | SL_SK_C_TCLASS;
+		c->hoplimit = (has & SL_SK_C_HOPLIMIT) ? in->hoplimit : from->dopt.hops_set ? from->dopt.hops : sk_default_ttl(true);
+		c->tclass = (has & SL_SK_C_TCLASS) ? in->tclass : from->dopt.tclass;
+	}
+	if (to->domain == AF_INET6) { /* IPV6_PKTINFO; an IPv4 datagram's address is IPv4-mapped */
+		c->has |= SL_SK_C_PKTINFO6;
+		c->ifindex6 = 1;
+		memcpy(c->addr6, d.a, 16);
+	}
+	if (to->dopt.rx & SL_SK_O_TSTAMP) { /* else the shim stamps it when the app receives, as the kernel */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		c->ts_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		c->has |= SL_SK_C_TSTAMP;
+	}
+	return 0;
+}
+
 /* a datagram from a shim socket to the local shim datagram socket bound at its destination */
 bool shm_dgram_deliver(struct sk *from, const struct sl_sk_dgram *hdr, const uint8_t *data)
 {
@@ -481,8 +558,15 @@ bool shm_dgram_deliver(struct sk *from, const struct sl_sk_dgram *hdr, const uin
 		return false;
 	if (!from->local_len)
 		shm_autobind(from);
-	struct naddr src;
+	struct naddr src, dst_a;
 	norm(&from->local, &src);
+	norm(&ss, &dst_a);
+	struct sl_sk_dctl ctl;
+	int e = dgram_ctl(from, to, &hdr->ctl, &dst_a, &src, &ctl);
+	if (e) {
+		from->sh->error = e; /* as the kernel module: the kernel's sendmsg refused it */
+		return true;
+	}
 	struct sockaddr_storage sa;
 	socklen_t sl = denorm(&src, to->domain, &sa);
 	uint8_t *dst = sk_dgram_reserve(to, hdr->len);
@@ -491,7 +575,7 @@ bool shm_dgram_deliver(struct sk *from, const struct sl_sk_dgram *hdr, const uin
 		return true; /* delivered to a full socket: dropped there, as UDP does */
 	}
 	memcpy(dst, data, hdr->len);
-	sk_dgram_commit(to, hdr->len, &sa, sl);
+	sk_dgram_commit(to, hdr->len, &sa, sl, &ctl);
 	sk_token(to);
 	return true;
 }

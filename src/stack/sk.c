@@ -518,6 +518,15 @@ int sk_dgram_next(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data)
 		if (hdr->len > 65535 || hdr->addr_len > SL_SK_ADDR_MAX || rec_bytes(hdr->len) > rest ||
 		    rec_bytes(hdr->len) > used || (s->tx_head & (SL_SK_DGRAM_ALIGN - 1)))
 			return -1;
+		/* the control area as the shim checks it (sock.h); anything else of it is ignored */
+		struct sl_sk_dctl *c = &hdr->ctl;
+		if (c->ver != SL_SK_DCTL_V1)
+			c->has = 0;
+		c->has &= SL_SK_C_SEND;
+		if (!c->ttl)
+			c->has &= ~SL_SK_C_TTL;
+		if (!(c->has & SL_SK_C_TCLASS))
+			c->has &= ~SL_SK_C_TCLASS_M1;
 		*data = s->txd + off + SL_SK_DGRAM_HDR;
 		return 1;
 	}
@@ -554,15 +563,200 @@ uint8_t *sk_dgram_reserve(struct sk *s, uint32_t len)
 	return s->rxd + off + SL_SK_DGRAM_HDR;
 }
 
-void sk_dgram_commit(struct sk *s, uint32_t len, const void *addr, uint32_t addr_len)
+void sk_dgram_commit(struct sk *s, uint32_t len, const void *addr, uint32_t addr_len, const struct sl_sk_dctl *ctl)
 {
 	uint32_t off = (uint32_t)(s->rx_tail & (s->rb - 1));
 	struct sl_sk_dgram h = { .len = len, .addr_len = (uint16_t)(addr_len > SL_SK_ADDR_MAX ? 0 : addr_len) };
 	if (h.addr_len)
 		memcpy(h.addr, addr, h.addr_len);
+	if (ctl && ctl->has) {
+		h.ctl = *ctl;
+		h.ctl.ver = SL_SK_DCTL_V1;
+	}
 	memcpy(s->rxd + off, &h, sizeof(h));
 	s->rx_tail += rec_bytes(len);
 	sl_sk_store_release(&s->sh->rx.tail, s->rx_tail);
 	s->rx_bytes += len;
 	s->app->rx_bytes += len;
+}
+
+/* ---- IP-level options and the receive options of datagram control messages (sock.h rx_opts) ----
+ * The engine keeps them for every socket, whichever module serves it: the kernel module applies the
+ * option to its kernel socket first and keeps it once the kernel took it (the kernel then gives the
+ * cmsgs, the slot's rx_opts tells the shim which to show); the shm module checks the value as the
+ * kernel does, keeps it, and answers getsockopt from it. */
+
+static int sysctl_int(const char *path, int dflt)
+{
+	FILE *f = fopen(path, "re");
+	int v;
+	if (!f)
+		return dflt;
+	if (fscanf(f, "%d", &v) != 1 || v < 1 || v > 255)
+		v = dflt;
+	fclose(f);
+	return v;
+}
+
+/* the kernel's defaults in sluice-stackd's network namespace: a socket without IP_TTL /
+ * IPV6_UNICAST_HOPS of its own sends with these (64 unless the sysctls say otherwise) */
+uint8_t sk_default_ttl(bool v6)
+{
+	static int ttl, hops;
+	if (!ttl) {
+		ttl = sysctl_int("/proc/sys/net/ipv4/ip_default_ttl", 64);
+		hops = sysctl_int("/proc/sys/net/ipv6/conf/all/hop_limit", 64);
+	}
+	return (uint8_t)(v6 ? hops : ttl);
+}
+
+static void dopt_flag(struct sk *s, uint32_t bit, bool on)
+{
+	if (on)
+		s->dopt.rx |= bit;
+	else
+		s->dopt.rx &= ~bit;
+	__atomic_store_n(&s->sh->rx_opts, s->dopt.rx, __ATOMIC_RELEASE);
+}
+
+/* setsockopt of one of these options: 0 (kept), -errno (the kernel would refuse it: EINVAL,
+ * ENOPROTOOPT), 1 (not one of them) */
+int sk_dopt_set(struct sk *s, int level, int name, const uint8_t *p, uint32_t len)
+{
+	int v = 0;
+	if (level == IPPROTO_IP) {
+		/* ip_setsockopt: an int, or one byte */
+		if (len >= sizeof(int))
+			memcpy(&v, p, sizeof(int));
+		else if (len >= 1)
+			v = p[0];
+		switch (name) {
+		case IP_PKTINFO:
+			dopt_flag(s, SL_SK_O_PKTINFO, v);
+			return 0;
+		case IP_RECVTTL:
+			dopt_flag(s, SL_SK_O_RECVTTL, v);
+			return 0;
+		case IP_RECVTOS:
+			dopt_flag(s, SL_SK_O_RECVTOS, v);
+			return 0;
+		case IP_TTL:
+			if (v != -1 && (v < 1 || v > 255))
+				return -EINVAL;
+			s->dopt.ttl_set = v != -1;
+			s->dopt.ttl = (uint8_t)v;
+			return 0;
+		case IP_TOS:
+			s->dopt.tos = (uint8_t)v; /* the kernel keeps the low byte */
+			return 0;
+		}
+		return 1;
+	}
+	if (level == IPPROTO_IPV6) {
+		if (name != IPV6_RECVPKTINFO && name != IPV6_RECVHOPLIMIT && name != IPV6_RECVTCLASS &&
+		    name != IPV6_UNICAST_HOPS && name != IPV6_TCLASS)
+			return 1;
+		if (s->domain != AF_INET6)
+			return -ENOPROTOOPT;
+		if (len < sizeof(int))
+			return -EINVAL;
+		memcpy(&v, p, sizeof(int));
+		switch (name) {
+		case IPV6_RECVPKTINFO:
+			dopt_flag(s, SL_SK_O_RECVPKTINFO6, v);
+			return 0;
+		case IPV6_RECVHOPLIMIT:
+			dopt_flag(s, SL_SK_O_RECVHOPLIMIT, v);
+			return 0;
+		case IPV6_RECVTCLASS:
+			dopt_flag(s, SL_SK_O_RECVTCLASS, v);
+			return 0;
+		case IPV6_UNICAST_HOPS:
+			if (v < -1 || v > 255)
+				return -EINVAL;
+			s->dopt.hops_set = v != -1;
+			s->dopt.hops = (uint8_t)v;
+			return 0;
+		default: /* IPV6_TCLASS; -1: the default, 0 */
+			if (v < -1 || v > 255)
+				return -EINVAL;
+			s->dopt.tclass = v < 0 ? 0 : (uint8_t)v;
+			return 0;
+		}
+	}
+	if (level != SOL_SOCKET)
+		return 1;
+	bool ns, nw = false;
+	if (name == SO_TIMESTAMP || name == SO_TIMESTAMPNS)
+		ns = name == SO_TIMESTAMPNS;
+#ifdef SO_TIMESTAMP_NEW
+	else if (name == SO_TIMESTAMP_NEW || name == SO_TIMESTAMPNS_NEW)
+		ns = name == SO_TIMESTAMPNS_NEW, nw = true;
+#endif
+	else
+		return 1;
+	if (len < sizeof(int))
+		return -EINVAL;
+	memcpy(&v, p, sizeof(int));
+	/* sock_set_timestamp: one of the two cmsgs at a time, the last one asked */
+	dopt_flag(s, SL_SK_O_TSTAMP_NEW, nw);
+	dopt_flag(s, SL_SK_O_TSTAMPNS, v && ns);
+	dopt_flag(s, SL_SK_O_TSTAMP, v);
+	return 0;
+}
+
+/* getsockopt of one of them as the kernel answers it: 0 and *v, -errno, or 1 (not one of them) */
+int sk_dopt_get(const struct sk *s, int level, int name, int *v)
+{
+	uint32_t rx = s->dopt.rx;
+	if (level == IPPROTO_IP) {
+		switch (name) {
+		case IP_PKTINFO:
+			*v = !!(rx & SL_SK_O_PKTINFO);
+			return 0;
+		case IP_RECVTTL:
+			*v = !!(rx & SL_SK_O_RECVTTL);
+			return 0;
+		case IP_RECVTOS:
+			*v = !!(rx & SL_SK_O_RECVTOS);
+			return 0;
+		case IP_TTL:
+			*v = s->dopt.ttl_set ? s->dopt.ttl : sk_default_ttl(false);
+			return 0;
+		case IP_TOS:
+			*v = s->dopt.tos;
+			return 0;
+		}
+		return 1;
+	}
+	if (level == IPPROTO_IPV6) {
+		if (name != IPV6_RECVPKTINFO && name != IPV6_RECVHOPLIMIT && name != IPV6_RECVTCLASS &&
+		    name != IPV6_UNICAST_HOPS && name != IPV6_TCLASS)
+			return 1;
+		if (s->domain != AF_INET6)
+			return -EOPNOTSUPP; /* ip_getsockopt's answer (setsockopt's is ENOPROTOOPT) */
+		*v = name == IPV6_RECVPKTINFO    ? !!(rx & SL_SK_O_RECVPKTINFO6)
+		     : name == IPV6_RECVHOPLIMIT ? !!(rx & SL_SK_O_RECVHOPLIMIT)
+		     : name == IPV6_RECVTCLASS   ? !!(rx & SL_SK_O_RECVTCLASS)
+		     : name == IPV6_TCLASS       ? s->dopt.tclass
+		     : s->dopt.hops_set          ? s->dopt.hops
+						 : sk_default_ttl(true);
+		return 0;
+	}
+	if (level != SOL_SOCKET)
+		return 1;
+	bool ts = rx & SL_SK_O_TSTAMP, ns = rx & SL_SK_O_TSTAMPNS, nw = rx & SL_SK_O_TSTAMP_NEW;
+	if (name == SO_TIMESTAMP)
+		*v = ts && !nw && !ns;
+	else if (name == SO_TIMESTAMPNS)
+		*v = ns && !nw;
+#ifdef SO_TIMESTAMP_NEW
+	else if (name == SO_TIMESTAMP_NEW)
+		*v = ts && nw;
+	else if (name == SO_TIMESTAMPNS_NEW)
+		*v = ns && nw;
+#endif
+	else
+		return 1;
+	return 0;
 }

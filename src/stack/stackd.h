@@ -16,7 +16,7 @@
 
 #define STACKD_VERSION "0.1.0"
 
-enum ev_kind { EV_LISTEN = 1, EV_CHAN, EV_CTL_LISTEN, EV_CTL, EV_ENGINE_END, EV_KERNEL };
+enum ev_kind { EV_LISTEN = 1, EV_CHAN, EV_CTL_LISTEN, EV_CTL, EV_ENGINE_END, EV_KERNEL, EV_USTACK };
 
 /* what an epoll registration points at */
 struct ev {
@@ -32,6 +32,15 @@ struct conn {
 	void *base;
 	uint64_t size;
 	uint32_t refs;               /* the two ends' struct sk */
+};
+
+/* IP-level options the engine keeps per socket (sk.c sk_dopt_set): the receive options of datagram
+ * control messages (sock.h rx_opts, mirrored in the slot) and what the shm module puts in the
+ * datagrams it delivers (TTL, TOS, hop limit, traffic class) */
+struct sk_dopt {
+	uint32_t rx;                 /* SL_SK_O_* */
+	bool ttl_set, hops_set;      /* IP_TTL / IPV6_UNICAST_HOPS set (else the default) */
+	uint8_t ttl, tos, hops, tclass;
 };
 
 /* sk->state */
@@ -66,6 +75,7 @@ struct sk {
 	bool rx_eof_pending;         /* the peer finished: RX_EOF once the data before it is in */
 	bool v6only;
 	bool nodelay, reuseaddr, keepalive;
+	struct sk_dopt dopt;
 	/* addresses (shm module; the kernel module asks its socket) */
 	struct sockaddr_storage local, remote;
 	socklen_t local_len, remote_len;
@@ -89,6 +99,11 @@ struct sk {
 	uint64_t tx_bytes, rx_bytes, drops;
 	uint64_t token_sent, token_fail;
 	uint64_t token_polled; /* tokens not put: the app was polling the ring (sock.h) */
+	/* user module (ustack.c): lwIP's pcb, and what it received that the ring had no room for yet */
+	void *upcb;                  /* struct tcp_pcb / struct udp_pcb, NULL: none (or lwIP freed it) */
+	void *u_rxq;                 /* struct pbuf chain */
+	uint32_t u_rxq_off;          /* bytes of its first pbuf already in the ring */
+	bool u_fin;                  /* the peer's FIN came after u_rxq */
 };
 
 struct app {
@@ -112,7 +127,7 @@ struct app {
 	uint64_t bucket_ns;
 	uint64_t throttled;          /* turns skipped for lack of tokens */
 	/* counters */
-	uint64_t tx_bytes, rx_bytes, calls, conns_kernel, conns_shm, unknown_opts, resets;
+	uint64_t tx_bytes, rx_bytes, calls, conns_kernel, conns_shm, conns_user, unknown_opts, resets;
 	struct app *next;
 };
 
@@ -124,12 +139,26 @@ struct chan {
 	struct ev ev;
 };
 
+/* the user module (ustack.c, docs/sockets.md "The user module") */
+#define USTACK_ADDRS_MAX 6
+struct ustack_cfg {
+	const char *nf_socket;        /* sluiced's NF socket */
+	const char *service;          /* the service it attaches as (its instance: SERVICE.0) */
+	uint8_t mac[6];
+	struct { int family; uint8_t addr[16]; int prefix; } addrs[USTACK_ADDRS_MAX];
+	unsigned naddrs;              /* at most one IPv4 */
+	uint8_t gw4[4];               /* IPv4 gateway, 0.0.0.0: none */
+	uint32_t mtu;
+	uint32_t supply;              /* empty buffers to hold for frames (docs/abi.md "Supply") */
+};
+
 struct stackd_cfg {
 	const char *socket_dir;
 	uint32_t ring_bytes;
 	uint32_t slots;
 	uint32_t poll_us;             /* poll this long after activity before sleeping (0: never) */
 	bool no_direct;               /* shm connections keep the engine on their data path */
+	const struct ustack_cfg *user; /* NULL: no user module */
 };
 
 /* sk.c: socket objects and the data-path helpers both modules use */
@@ -167,7 +196,10 @@ int sk_make_placeholder(struct sk *s);
 int sk_dgram_next(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data);
 void sk_dgram_done(struct sk *s, const struct sl_sk_dgram *hdr);
 uint8_t *sk_dgram_reserve(struct sk *s, uint32_t len);
-void sk_dgram_commit(struct sk *s, uint32_t len, const void *addr, uint32_t addr_len);
+void sk_dgram_commit(struct sk *s, uint32_t len, const void *addr, uint32_t addr_len, const struct sl_sk_dctl *ctl);
+int sk_dopt_set(struct sk *s, int level, int name, const uint8_t *p, uint32_t len);
+int sk_dopt_get(const struct sk *s, int level, int name, int *v);
+uint8_t sk_default_ttl(bool v6);
 bool addr_is_local(const struct sockaddr *sa);
 uint16_t addr_port(const struct sockaddr_storage *ss);
 void addr_set_port(struct sockaddr_storage *ss, uint16_t port);
@@ -197,6 +229,24 @@ bool shm_dgram_deliver(struct sk *from, const struct sl_sk_dgram *hdr, const uin
 void shm_close(struct sk *s);
 void shm_unbind(struct sk *s);
 int shm_autobind(struct sk *s);
+
+/* ustack.c: the user module (lwIP) */
+int ustack_init(const struct ustack_cfg *c);
+void ustack_fini(void);
+bool ustack_enabled(void);
+int ustack_poll(void);
+int ustack_sleep_prepare(int timeout);
+void ustack_sleep_done(void);
+void ustack_flush(void);
+int ustack_socket(struct sk *s);
+int ustack_bind(struct sk *s, const struct sockaddr *sa, socklen_t len);
+int ustack_listen(struct sk *s, int backlog);
+int ustack_connect(struct sk *s, const struct sockaddr *sa, socklen_t len);
+int ustack_name(struct sk *s, bool peer, struct sockaddr_storage *ss, socklen_t *sl);
+void ustack_sockopt(struct sk *s);
+void ustack_service(struct sk *s, uint64_t budget);
+void ustack_close(struct sk *s);
+size_t ustack_status(char *out, size_t cap);
 
 /* engine.c */
 int engine_init(const struct stackd_cfg *cfg);

@@ -80,7 +80,7 @@ int main(void)
 		uint8_t *dst = sk_dgram_reserve(s, len);
 		CHECK(dst);
 		memset(dst, 0xa5, len);
-		sk_dgram_commit(s, len, NULL, 0);
+		sk_dgram_commit(s, len, NULL, 0, NULL);
 		/* consume as the shim does */
 		uint32_t off = (uint32_t)(head & (RB - 1));
 		if (RB - off < SL_SK_DGRAM_HDR) {
@@ -103,7 +103,7 @@ int main(void)
 	CHECK(sk_dgram_reserve(s, RB) == NULL); /* larger than half a ring: never fits */
 	uint32_t n = 0;
 	while (sk_dgram_reserve(s, 1000)) {
-		sk_dgram_commit(s, 1000, NULL, 0);
+		sk_dgram_commit(s, 1000, NULL, 0, NULL);
 		n++;
 	}
 	CHECK(n >= 2 && n <= 4);

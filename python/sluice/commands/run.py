@@ -16,7 +16,7 @@ from ..client import ApiError, Client, NotRunning, SluiceError, socket_dir_defau
 from ..fmt import duration, human_bytes, human_count, table
 from .common import EXIT_OK, EXIT_USAGE, die, sub
 
-STACKS = ("kernel", "shm", "auto")
+STACKS = ("kernel", "shm", "auto", "user")
 # sluice run's own failures, as env(1) reports them: the program's exit status is ours otherwise
 EXIT_RUN_FAIL, EXIT_NOT_EXEC, EXIT_NOT_FOUND = 125, 126, 127
 
@@ -168,6 +168,22 @@ def _check_service(socket_dir):
     return None
 
 
+def _check_user_stack(socket_dir):
+    """None when sluice-stackd runs its user module (stack.user), else why not."""
+    try:
+        with Client(os.path.join(socket_dir, "stack-ctl.sock"), timeout=2.0) as c:
+            st = c.call("status")
+    except SluiceError as e:
+        return f"--stack user: cannot ask sluice-stackd whether it runs the user module: {e}"
+    u = st.get("user")
+    if not u:
+        return ("--stack user: sluice-stackd runs no user stack module; give the config a stack.user section "
+                "(addresses, egress_chain: docs/sockets.md \"The user module\") and `sluice up` it")
+    if not u.get("up"):
+        return "--stack user: the user stack module is down (sluiced went away); sluice-stackd restarts"
+    return None
+
+
 def _static_elf(path):
     """True for an ELF executable without an interpreter (statically linked: LD_PRELOAD is ignored)."""
     try:
@@ -215,7 +231,7 @@ def cmd_run(args):
         return die(f"run: {e}", EXIT_RUN_FAIL)
     if any(c in lib for c in " :"):
         return die(f"run: {lib}: LD_PRELOAD cannot name a path with a space or colon", EXIT_RUN_FAIL)
-    why = _check_service(socket_dir)
+    why = _check_service(socket_dir) or (_check_user_stack(socket_dir) if args.stack == "user" else None)
     if why:
         return die(f"run: {why}", EXIT_RUN_FAIL)
     prog = argv[0]
@@ -321,7 +337,8 @@ def register(subs):
                         "Stack modules: kernel (the host's TCP/IP, called by sluice-stackd), shm (both ends of a "
                         "connection are shim sockets on this host: bytes go from ring to ring; a connect() where "
                         "no shim socket listens is refused), auto (shm when a shim socket listens at the "
-                        "destination, else kernel).\n\n"
+                        "destination, else kernel), user (sluice-stackd's userspace TCP/IP stack, lwIP: its packets "
+                        "cross the NF chains of the config's stack.user and leave by a port).\n\n"
                         "libsluice-sock.so is found via --build-dir, $SLUICE_BUILD_DIR, beside sluice-stackd "
                         "on PATH, then the repo's build/. The program sees SLUICE_STACK, SLUICE_SOCKET_DIR and "
                         "(with --rate) SLUICE_RATE in bytes per second.\n\n"

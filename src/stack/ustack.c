@@ -1,0 +1,872 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The user stack module (docs/sockets.md "The user module"): a userspace TCP/IP stack, lwIP 2.1.3
+ * from Debian's liblwip, runs in sluice-stackd's one thread, and its frames are Sluice packets.
+ * sluice-stackd attaches to sluiced as an NF of the configured service with a supply of empty
+ * buffers (docs/abi.md "Supply"): every frame lwIP sends is written into one of them and goes along
+ * the service's supply chain (the operator's NFs, then a port); frames that rules or a port's chain
+ * bring to the service are lwIP's input. Each shim socket of a program on `--stack user` is an lwIP
+ * pcb: bytes move between the socket's rings and lwIP here, as kstack.c moves them to the kernel.
+ *
+ * Copies (docs/sockets.md): send ring -> lwIP's segment (tcp_write copies: the ring is the app's to
+ * reuse), lwIP's frame -> a Sluice buffer (Debian's lwIP builds each frame in a buffer of its own
+ * allocator: LWIP_NETIF_TX_SINGLE_PBUF), a Sluice buffer -> an lwIP pbuf (the SDK returns every
+ * packet when its handler returns, and lwIP may keep a segment for long: out of order, or while the
+ * receive ring is full), lwIP's pbuf -> the receive ring. The NF chain in between copies nothing.
+ */
+#include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lwip/init.h>
+#include <lwip/ip_addr.h>
+#include <lwip/netif.h>
+#include <lwip/pbuf.h>
+#include <lwip/tcp.h>
+#include <lwip/tcpip.h>
+#include <lwip/timeouts.h>
+#include <lwip/udp.h>
+#include <lwip/etharp.h>
+#include <lwip/ethip6.h>
+#include <netif/ethernet.h>
+
+#include "sluice/nf.h"
+#include "stackd.h"
+
+static struct {
+	bool on;
+	struct ustack_cfg cfg;
+	struct sl_nf *nf;
+	struct netif netif;
+	struct ev ev_rx, ev_sock;
+	bool rx_in_epoll;
+	struct sl_pkt out[SL_BURST_MAX]; /* frames written, not yet handed to sluiced */
+	unsigned nout;
+	bool down;                       /* sluiced went away: the module stopped */
+	/* counters (status) */
+	uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes, tx_no_buffer, tx_too_long, rx_no_mem;
+	uint64_t accept_overflow, udp_rx_drops;
+	/* what lwIP asked its tcpip thread to run (tcpip_try_callback below) */
+	struct lwip_call { tcpip_callback_fn fn; void *ctx; } calls[64];
+	unsigned ncalls;
+} U;
+
+/* Debian's lwIP is built for a tcpip thread (NO_SYS 0). We run none: every lwIP call is made in the
+ * engine's one thread, and timers are checked there (ustack_poll). lwIP still asks the tcpip thread to
+ * run some work -- netif_poll for a frame sent to one of the stack's own addresses (loopback) -- through
+ * tcpip_try_callback, which would assert on the thread's missing mailbox. This definition takes the
+ * library's place (it calls it through the PLT) and queues the work for the engine's thread. */
+err_t tcpip_try_callback(tcpip_callback_fn fn, void *ctx)
+{
+	if (U.ncalls == sizeof(U.calls) / sizeof(U.calls[0]))
+		return ERR_MEM; /* lwIP retries (netif_poll: reschedule_poll) */
+	U.calls[U.ncalls].fn = fn;
+	U.calls[U.ncalls].ctx = ctx;
+	U.ncalls++;
+	return ERR_OK;
+}
+
+static void run_calls(void)
+{
+	for (unsigned round = 0; U.ncalls && round < 16; round++) { /* a loopback reply may queue another */
+		unsigned n = U.ncalls;
+		struct lwip_call c[sizeof(U.calls) / sizeof(U.calls[0])];
+		memcpy(c, U.calls, n * sizeof(c[0]));
+		U.ncalls = 0;
+		for (unsigned i = 0; i < n; i++)
+			c[i].fn(c[i].ctx);
+	}
+}
+
+bool ustack_enabled(void)
+{
+	return U.on && !U.down;
+}
+
+/* ---- addresses ---- */
+
+/* sockaddr -> lwIP address and port. A v6 socket's ::ffff:a.b.c.d is IPv4 (dual stack); its :: is any
+ * address of both families unless v6only. */
+static int to_ip(const struct sk *s, const struct sockaddr *sa, socklen_t len, ip_addr_t *ip, uint16_t *port)
+{
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+		ip_addr_set_ip4_u32(ip, in->sin_addr.s_addr);
+		IP_SET_TYPE(ip, IPADDR_TYPE_V4);
+		*port = ntohs(in->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		*port = ntohs(in6->sin6_port);
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			uint32_t v4;
+			memcpy(&v4, &in6->sin6_addr.s6_addr[12], 4);
+			ip_addr_set_ip4_u32(ip, v4);
+			IP_SET_TYPE(ip, IPADDR_TYPE_V4);
+			return 0;
+		}
+		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) && !s->v6only) {
+			ip_addr_set_any(1, ip);
+			IP_SET_TYPE(ip, IPADDR_TYPE_ANY);
+			return 0;
+		}
+		uint32_t w[4];
+		memcpy(w, &in6->sin6_addr, 16);
+		IP_ADDR6(ip, w[0], w[1], w[2], w[3]);
+		ip6_addr_clear_zone(ip_2_ip6(ip));
+		if (ip6_addr_islinklocal(ip_2_ip6(ip)))
+			ip6_addr_assign_zone(ip_2_ip6(ip), IP6_UNKNOWN, &U.netif);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+/* lwIP address and port -> sockaddr of the socket's family (v4 in a v6 socket: ::ffff:a.b.c.d) */
+static socklen_t from_ip(const struct sk *s, const ip_addr_t *ip, uint16_t port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (s->domain == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(port);
+		if (ip && IP_IS_V4(ip))
+			in->sin_addr.s_addr = ip4_addr_get_u32(ip_2_ip4(ip));
+		return sizeof(*in);
+	}
+	struct sockaddr_in6 *in6 = (void *)ss;
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(port);
+	if (ip && IP_IS_V4(ip) && !ip_addr_isany(ip)) {
+		in6->sin6_addr.s6_addr[10] = in6->sin6_addr.s6_addr[11] = 0xff;
+		uint32_t v4 = ip4_addr_get_u32(ip_2_ip4(ip));
+		memcpy(&in6->sin6_addr.s6_addr[12], &v4, 4);
+	} else if (ip && IP_IS_V6(ip)) {
+		memcpy(&in6->sin6_addr, ip_2_ip6(ip)->addr, 16);
+		if (ip6_addr_islinklocal(ip_2_ip6(ip)))
+			in6->sin6_scope_id = 1;
+	}
+	return sizeof(*in6);
+}
+
+static int lwip_errno(err_t e)
+{
+	switch (e) {
+	case ERR_OK: return 0;
+	case ERR_MEM: return ENOMEM;
+	case ERR_BUF: return ENOBUFS;
+	case ERR_TIMEOUT: return ETIMEDOUT;
+	case ERR_RTE: return ENETUNREACH;
+	case ERR_INPROGRESS: return EINPROGRESS;
+	case ERR_VAL: return EINVAL;
+	case ERR_WOULDBLOCK: return EAGAIN;
+	case ERR_USE: return EADDRINUSE;
+	case ERR_ALREADY: return EALREADY;
+	case ERR_ISCONN: return EISCONN;
+	case ERR_CONN: return ENOTCONN;
+	case ERR_IF: return ENETDOWN;
+	case ERR_ABRT: return ECONNABORTED;
+	case ERR_RST: return ECONNRESET;
+	case ERR_CLSD: return ENOTCONN;
+	case ERR_ARG: return EINVAL;
+	default: return EIO;
+	}
+}
+
+/* ---- the link: frames to and from sluiced ---- */
+
+void ustack_flush(void)
+{
+	run_calls(); /* loopback frames the sockets' turns made */
+	if (U.nout == 0 || U.down)
+		return;
+	int rc = sl_nf_emit(U.nf, U.out, U.nout);
+	U.nout = 0;
+	if (rc < 0) {
+		sk_log("user stack: sluiced went away (%d): the user module stops", rc);
+		U.down = true;
+	}
+}
+
+static err_t link_output(struct netif *nif, struct pbuf *p)
+{
+	(void)nif;
+	if (U.down)
+		return ERR_IF;
+	struct sl_pkt *o = &U.out[U.nout];
+	if (sl_nf_alloc(U.nf, o) < 0) {
+		U.tx_no_buffer++; /* as a full TX ring: TCP sends it again */
+		return ERR_OK;
+	}
+	U.nout++;
+	if (sl_pkt_adj_tail(o, (int)p->tot_len) < 0) {
+		U.tx_too_long++;
+		sl_pkt_set_action(o, SL_ACT_DROP, 0); /* the buffer back, unused */
+	} else {
+		pbuf_copy_partial(p, sl_pkt_data(o), p->tot_len, 0);
+		U.tx_frames++;
+		U.tx_bytes += p->tot_len;
+	}
+	if (U.nout == SL_BURST_MAX)
+		ustack_flush();
+	return ERR_OK;
+}
+
+static void on_frames(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
+{
+	(void)nf;
+	(void)arg;
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t len = sl_pkt_len(&pkts[i]);
+		sl_pkt_set_action(&pkts[i], SL_ACT_DROP, 0); /* consumed: the stack is the end of the chain */
+		struct pbuf *p = pbuf_alloc(PBUF_RAW, len, PBUF_RAM);
+		if (!p) {
+			U.rx_no_mem++;
+			continue;
+		}
+		pbuf_take(p, sl_pkt_data(&pkts[i]), len);
+		U.rx_frames++;
+		U.rx_bytes += len;
+		if (U.netif.input(p, &U.netif) != ERR_OK)
+			pbuf_free(p);
+	}
+}
+
+static err_t netif_setup(struct netif *nif)
+{
+	nif->name[0] = 's';
+	nif->name[1] = 'l';
+	nif->output = etharp_output;
+	nif->output_ip6 = ethip6_output;
+	nif->linkoutput = link_output;
+	nif->mtu = (uint16_t)U.cfg.mtu;
+	nif->mtu6 = (uint16_t)U.cfg.mtu;
+	nif->hwaddr_len = 6;
+	memcpy(nif->hwaddr, U.cfg.mac, 6);
+	nif->flags = NETIF_FLAG_BROADCAST | NETIF_FLAG_ETHARP | NETIF_FLAG_ETHERNET | NETIF_FLAG_IGMP | NETIF_FLAG_MLD6;
+	return ERR_OK;
+}
+
+int ustack_init(const struct ustack_cfg *c)
+{
+	U.cfg = *c;
+	srand((unsigned)(time(NULL) ^ getpid())); /* lwIP's LWIP_RAND: initial sequence numbers, ports */
+	lwip_init();
+	ip4_addr_t a4 = { 0 }, m4 = { 0 }, g4 = { 0 };
+	for (unsigned i = 0; i < c->naddrs; i++)
+		if (c->addrs[i].family == AF_INET) {
+			memcpy(&a4.addr, c->addrs[i].addr, 4);
+			m4.addr = c->addrs[i].prefix ? htonl(~0u << (32 - c->addrs[i].prefix)) : 0;
+		}
+	memcpy(&g4.addr, c->gw4, 4);
+	if (!netif_add(&U.netif, &a4, &m4, &g4, NULL, netif_setup, ethernet_input)) {
+		sk_log("user stack: lwIP refused the interface");
+		return -1;
+	}
+	netif_create_ip6_linklocal_address(&U.netif, 1);
+	netif_ip6_addr_set_state(&U.netif, 0, IP6_ADDR_PREFERRED);
+	for (unsigned i = 0; i < c->naddrs; i++) {
+		if (c->addrs[i].family != AF_INET6)
+			continue;
+		ip6_addr_t a6;
+		memcpy(a6.addr, c->addrs[i].addr, 16);
+		ip6_addr_clear_zone(&a6);
+		s8_t idx;
+		if (netif_add_ip6_address(&U.netif, &a6, &idx) != ERR_OK) {
+			sk_log("user stack: lwIP takes at most %d IPv6 addresses", LWIP_IPV6_NUM_ADDRESSES - 1);
+			return -1;
+		}
+		netif_ip6_addr_set_state(&U.netif, idx, IP6_ADDR_PREFERRED); /* configured: no DAD wait */
+	}
+	netif_set_default(&U.netif);
+	netif_set_up(&U.netif);
+	netif_set_link_up(&U.netif);
+
+	struct sl_nf_config nc;
+	sl_nf_config_default(&nc);
+	sl_nf_config_from_env(&nc); /* SLUICE_NF_TOKEN: the service's attach token */
+	snprintf(nc.socket_path, sizeof(nc.socket_path), "%s", c->nf_socket);
+	snprintf(nc.service, sizeof(nc.service), "%s", c->service);
+	snprintf(nc.name, sizeof(nc.name), "%s.0", c->service);
+	nc.sock_fd = -1;
+	nc.wakeup = SL_WAKE_BLOCK;
+	nc.batch = 1;          /* a frame for a socket: wake at once */
+	nc.timeout_us = 0;
+	nc.supply = c->supply;
+	nc.reattach_ms = 0;    /* a sluiced restart ends the module (the supervisor restarts sluice-stackd) */
+	int rc = sl_nf_attach(&nc, &U.nf);
+	if (rc < 0) {
+		sk_log("user stack: cannot attach to sluiced at %s as service %s: %s (code %d)", c->nf_socket,
+		       c->service, rc == -SL_ERR_IO ? strerror(errno) : "refused", -rc);
+		return -1;
+	}
+	U.ev_rx.kind = EV_USTACK;
+	U.ev_sock.kind = EV_USTACK;
+	U.on = true;
+	return 0;
+}
+
+void ustack_fini(void)
+{
+	if (!U.on)
+		return;
+	ustack_flush();
+	sl_nf_detach(U.nf);
+	U.nf = NULL;
+	netif_remove(&U.netif);
+	U.on = false;
+}
+
+/* One look at sluiced's ring (frames in), lwIP's timers, and what they made. 1 if frames came. */
+int ustack_poll(void)
+{
+	if (!U.on || U.down)
+		return 0;
+	int n = 0, got;
+	while ((got = sl_nf_poll(U.nf, on_frames, NULL)) > 0 && n < 4096)
+		n += got;
+	if (got < 0) {
+		sk_log("user stack: sluiced went away (%d): the user module stops", got);
+		U.down = true;
+		return 0;
+	}
+	sys_check_timeouts();
+	run_calls();
+	ustack_flush();
+	return n > 0 || U.ncalls;
+}
+
+/* Before the engine sleeps: its fds in the engine's epoll set, the longest sleep lwIP's timers allow
+ * (ms), or 0 when frames wait. */
+int ustack_sleep_prepare(int timeout)
+{
+	if (!U.on || U.down)
+		return timeout;
+	ustack_flush();
+	int fds[2];
+	if (U.ncalls || !sl_nf_sleep_prepare(U.nf, fds))
+		return 0;
+	if (!U.rx_in_epoll) {
+		if (sk_epoll_add(fds[0], &U.ev_rx, EPOLLIN) < 0 || sk_epoll_add(fds[1], &U.ev_sock, EPOLLIN | EPOLLRDHUP) < 0)
+			sk_log("user stack: cannot watch sluiced's eventfd: %s", strerror(errno));
+		U.rx_in_epoll = true;
+	}
+	u32_t t = sys_timeouts_sleeptime();
+	if (t != SYS_TIMEOUTS_SLEEPTIME_INFINITE && (timeout < 0 || (u32_t)timeout > t))
+		timeout = (int)t;
+	return timeout;
+}
+
+void ustack_sleep_done(void)
+{
+	if (U.on && !U.down)
+		sl_nf_sleep_done(U.nf);
+}
+
+/* ---- TCP ---- */
+
+static void stream_fail(struct sk *s, err_t err)
+{
+	if (s->state == SK_CONNECTING) { /* refused (a reset) or timed out */
+		s->state = SK_NEW;
+		s->sh->error = err == ERR_RST ? ECONNREFUSED : err == ERR_ABRT ? ETIMEDOUT : lwip_errno(err);
+		sk_set_state(s, 0, SL_SK_S_CONNECTING);
+		s->bytes_waiting = true; /* the filler the shim put in while connecting */
+	} else {
+		sk_reset(s, lwip_errno(err));
+	}
+	sk_work(s);
+}
+
+static void on_err(void *arg, err_t err)
+{
+	struct sk *s = arg;
+	if (!s)
+		return;
+	s->upcb = NULL; /* lwIP freed it */
+	stream_fail(s, err);
+}
+
+static err_t on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
+{
+	struct sk *s = arg;
+	(void)err;
+	if (!s) {
+		if (p) {
+			tcp_recved(pcb, p->tot_len);
+			pbuf_free(p);
+		}
+		return ERR_OK;
+	}
+	if (!p)
+		s->u_fin = true;
+	else if (s->u_rxq)
+		pbuf_cat(s->u_rxq, p);
+	else
+		s->u_rxq = p;
+	sk_work(s);
+	return ERR_OK;
+}
+
+static err_t on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
+{
+	(void)pcb;
+	(void)len;
+	if (arg)
+		sk_work(arg);
+	return ERR_OK;
+}
+
+static void stream_hook(struct sk *s, struct tcp_pcb *pcb)
+{
+	s->upcb = pcb;
+	tcp_arg(pcb, s);
+	tcp_recv(pcb, on_recv);
+	tcp_sent(pcb, on_sent);
+	tcp_err(pcb, on_err);
+	if (s->nodelay)
+		tcp_nagle_disable(pcb);
+	if (s->keepalive)
+		ip_set_option(pcb, SOF_KEEPALIVE);
+}
+
+static err_t on_connected(void *arg, struct tcp_pcb *pcb, err_t err)
+{
+	struct sk *s = arg;
+	(void)pcb;
+	if (!s)
+		return ERR_OK;
+	if (err != ERR_OK) {
+		stream_fail(s, err);
+		return ERR_OK;
+	}
+	s->state = SK_CONNECTED;
+	sk_set_state(s, SL_SK_S_CONNECTED, SL_SK_S_CONNECTING);
+	s->bytes_waiting = true;
+	sk_work(s);
+	return ERR_OK;
+}
+
+static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
+{
+	struct sk *l = arg;
+	if (!l || err != ERR_OK || !pcb)
+		return ERR_VAL;
+	if (l->accq_len >= l->backlog) {
+		U.accept_overflow++;
+		tcp_abort(pcb);
+		return ERR_ABRT;
+	}
+	struct sk *a = sk_new(l->app, l->domain, SOCK_STREAM);
+	if (!a) {
+		tcp_abort(pcb);
+		return ERR_ABRT;
+	}
+	a->mode = SL_SK_STACK_USER;
+	a->nodelay = l->nodelay;
+	a->keepalive = l->keepalive;
+	if (sk_make_placeholder(a) != 0) {
+		sk_free(a);
+		tcp_abort(pcb);
+		return ERR_ABRT;
+	}
+	stream_hook(a, pcb);
+	a->state = SK_CONNECTED;
+	a->remote_len = from_ip(a, &pcb->remote_ip, pcb->remote_port, &a->remote);
+	sk_set_state(a, SL_SK_S_CONNECTED, 0);
+	l->app->conns_user++;
+	a->listener = l;
+	if (l->accq_tail)
+		l->accq_tail->accq_next = a;
+	else
+		l->accq_head = a;
+	l->accq_tail = a;
+	l->accq_len++;
+	sk_listener_update(l);
+	sk_work(l);
+	return ERR_OK;
+}
+
+/* receive: lwIP's queued pbufs into the receive ring; the window opens by what went in */
+static void stream_rx(struct sk *s, uint64_t *budget)
+{
+	struct tcp_pcb *pcb = s->upcb;
+	uint32_t took = 0;
+	while (s->u_rxq && *budget) {
+		uint64_t room = sk_rx_free(s);
+		if (!room) {
+			sl_sk_xchg(&s->sh->rx_wanted, 1);
+			if (!(room = sk_rx_free(s)))
+				break;
+		}
+		struct pbuf *p = s->u_rxq;
+		uint32_t left = p->len - s->u_rxq_off;
+		uint32_t off = (uint32_t)(s->rx_tail & (s->rb - 1));
+		uint64_t chunk = s->rb - off < room ? s->rb - off : room;
+		if (chunk > left)
+			chunk = left;
+		if (chunk > *budget)
+			chunk = *budget;
+		memcpy(s->rxd + off, (const uint8_t *)p->payload + s->u_rxq_off, chunk);
+		s->rx_tail += chunk;
+		s->u_rxq_off += (uint32_t)chunk;
+		took += (uint32_t)chunk;
+		*budget -= chunk;
+		if (s->u_rxq_off == p->len) { /* the first pbuf is done: let it go, keep the rest */
+			s->u_rxq = p->next; /* the chain's reference to the rest becomes ours */
+			p->next = NULL;
+			pbuf_free(p);
+			s->u_rxq_off = 0;
+		}
+	}
+	if (took) {
+		sl_sk_store_release(&s->sh->rx.tail, s->rx_tail);
+		s->rx_bytes += took;
+		s->app->rx_bytes += took;
+		for (uint32_t left = took; pcb && left;) { /* the window opens by what the ring took */
+			u16_t k = (u16_t)(left > 0xffff ? 0xffff : left);
+			tcp_recved(pcb, k);
+			left -= k;
+		}
+	}
+	if (!s->u_rxq && s->u_fin && !(s->sh->state & SL_SK_S_RX_EOF))
+		sk_set_state(s, SL_SK_S_RX_EOF, 0);
+}
+
+static void stream_tx(struct sk *s, uint64_t *budget)
+{
+	struct tcp_pcb *pcb = s->upcb;
+	bool wrote = false;
+	while (*budget) {
+		uint64_t used = sk_tx_used(s);
+		if (!used)
+			break;
+		uint32_t room = tcp_sndbuf(pcb);
+		if (room == 0 || tcp_sndqueuelen(pcb) >= TCP_SND_QUEUELEN - 1)
+			break; /* on_sent looks again */
+		uint32_t off = (uint32_t)(s->tx_head & (s->rb - 1));
+		uint64_t chunk = s->rb - off < used ? s->rb - off : used;
+		if (chunk > room)
+			chunk = room;
+		chunk = sk_budget(s, chunk < *budget ? chunk : *budget);
+		if (!chunk)
+			return;
+		u8_t flags = TCP_WRITE_FLAG_COPY | (chunk < used ? TCP_WRITE_FLAG_MORE : 0);
+		err_t e = tcp_write(pcb, s->txd + off, (u16_t)chunk, flags);
+		if (e == ERR_MEM)
+			break;
+		if (e != ERR_OK) {
+			sk_reset(s, lwip_errno(e));
+			return;
+		}
+		wrote = true;
+		s->tx_head += chunk;
+		sl_sk_store_release(&s->sh->tx.head, s->tx_head);
+		sk_spend(s, chunk);
+		s->tx_bytes += chunk;
+		s->app->tx_bytes += chunk;
+		*budget -= chunk;
+	}
+	if (wrote)
+		tcp_output(pcb);
+	if (s->shut_wr && !s->shut_wr_done && !sk_tx_used(s)) {
+		tcp_shutdown(pcb, 0, 1);
+		s->shut_wr_done = true;
+	}
+}
+
+/* ---- UDP ---- */
+
+static void on_udp(void *arg, struct udp_pcb *pcb, struct pbuf *p, const ip_addr_t *addr, u16_t port)
+{
+	struct sk *s = arg;
+	(void)pcb;
+	if (!s) {
+		pbuf_free(p);
+		return;
+	}
+	uint8_t *dst = sk_dgram_reserve(s, p->tot_len);
+	if (!dst) { /* no room: dropped, as a full socket buffer drops */
+		sl_sk_xchg(&s->sh->rx_wanted, 1);
+		U.udp_rx_drops++;
+		s->drops++;
+		pbuf_free(p);
+		return;
+	}
+	pbuf_copy_partial(p, dst, p->tot_len, 0);
+	struct sockaddr_storage from;
+	socklen_t fl = from_ip(s, addr, port, &from);
+	sk_dgram_commit(s, p->tot_len, &from, fl, NULL); /* no ancillary data from lwIP (docs/sockets.md) */
+	pbuf_free(p);
+	sk_work(s);
+}
+
+static void dgram_tx(struct sk *s, uint64_t *budget)
+{
+	struct sl_sk_dgram h;
+	const uint8_t *data;
+	int r;
+	while (*budget && (r = sk_dgram_next(s, &h, &data)) != 0) {
+		if (r < 0) {
+			sk_reset(s, ECONNRESET);
+			return;
+		}
+		if (!sk_budget(s, h.len ? h.len : 1))
+			return;
+		struct pbuf *p = pbuf_alloc(PBUF_TRANSPORT, (u16_t)h.len, PBUF_RAM);
+		if (!p)
+			return; /* lwIP is out of memory: try again next turn */
+		pbuf_take(p, data, (u16_t)h.len);
+		err_t e;
+		if (h.addr_len) {
+			ip_addr_t ip;
+			uint16_t port;
+			if (to_ip(s, (const struct sockaddr *)(const void *)h.addr, h.addr_len, &ip, &port) == 0)
+				e = udp_sendto(s->upcb, p, &ip, port);
+			else
+				e = ERR_VAL;
+		} else {
+			e = udp_send(s->upcb, p);
+		}
+		pbuf_free(p);
+		if (e != ERR_OK)
+			s->sh->error = lwip_errno(e); /* SO_ERROR, as the kernel's for a failed datagram */
+		sk_spend(s, h.len);
+		s->tx_bytes += h.len;
+		s->app->tx_bytes += h.len;
+		sk_dgram_done(s, &h);
+		*budget -= h.len < *budget ? h.len : *budget;
+	}
+}
+
+/* ---- the calls ---- */
+
+int ustack_socket(struct sk *s)
+{
+	u8_t t = s->domain == AF_INET ? IPADDR_TYPE_V4 : IPADDR_TYPE_ANY;
+	s->mode = SL_SK_STACK_USER;
+	if (s->type == SOCK_STREAM) {
+		struct tcp_pcb *pcb = tcp_new_ip_type(t);
+		if (!pcb)
+			return -ENOMEM;
+		stream_hook(s, pcb);
+		return 0;
+	}
+	struct udp_pcb *pcb = udp_new_ip_type(t);
+	if (!pcb)
+		return -ENOMEM;
+	s->upcb = pcb;
+	udp_recv(pcb, on_udp, s);
+	return 0;
+}
+
+int ustack_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
+{
+	ip_addr_t ip;
+	uint16_t port;
+	int rc = to_ip(s, sa, len, &ip, &port);
+	if (rc)
+		return rc;
+	if (!s->upcb)
+		return -EINVAL;
+	if (s->reuseaddr)
+		ip_set_option((struct ip_pcb *)s->upcb, SOF_REUSEADDR);
+	err_t e = s->type == SOCK_STREAM ? tcp_bind(s->upcb, &ip, port) : udp_bind(s->upcb, &ip, port);
+	if (e != ERR_OK)
+		return -lwip_errno(e);
+	s->state = SK_BOUND;
+	return 0;
+}
+
+int ustack_listen(struct sk *s, int backlog)
+{
+	struct tcp_pcb *pcb = s->upcb;
+	if (!pcb)
+		return -EINVAL;
+	if (s->state == SK_LISTEN) {
+		s->backlog = (uint32_t)(backlog > 0 ? backlog : 1);
+		return 0;
+	}
+	if (s->state != SK_BOUND) { /* Linux binds a listener to a port of its choosing */
+		ip_addr_t any;
+		ip_addr_set_any(s->domain == AF_INET6, &any);
+		if (s->domain == AF_INET6 && !s->v6only)
+			IP_SET_TYPE(&any, IPADDR_TYPE_ANY);
+		err_t e = tcp_bind(pcb, &any, 0);
+		if (e != ERR_OK)
+			return -lwip_errno(e);
+	}
+	err_t err = ERR_OK;
+	struct tcp_pcb *lp = tcp_listen_with_backlog_and_err(pcb, 255, &err);
+	if (!lp)
+		return -lwip_errno(err);
+	s->upcb = lp; /* lwIP freed pcb */
+	tcp_arg(lp, s);
+	tcp_accept(lp, on_accept);
+	s->backlog = (uint32_t)(backlog > 0 ? backlog : 1);
+	return 0;
+}
+
+int ustack_connect(struct sk *s, const struct sockaddr *sa, socklen_t len)
+{
+	ip_addr_t ip;
+	uint16_t port;
+	int rc = to_ip(s, sa, len, &ip, &port);
+	if (rc)
+		return rc;
+	if (!s->upcb)
+		return s->type == SOCK_STREAM ? -(s->sh->error ? s->sh->error : ECONNABORTED) : -EINVAL;
+	if (s->type == SOCK_DGRAM) {
+		err_t e = udp_connect(s->upcb, &ip, port);
+		if (e != ERR_OK)
+			return -lwip_errno(e);
+		memcpy(&s->remote, sa, len);
+		s->remote_len = len;
+		return 0;
+	}
+	err_t e = tcp_connect(s->upcb, &ip, port, on_connected);
+	if (e != ERR_OK)
+		return -lwip_errno(e);
+	memcpy(&s->remote, sa, len);
+	s->remote_len = len;
+	s->app->conns_user++;
+	s->state = SK_CONNECTING;
+	sk_set_state(s, SL_SK_S_CONNECTING, 0);
+	return -EINPROGRESS;
+}
+
+int ustack_name(struct sk *s, bool peer, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	if (peer) {
+		if (!s->remote_len || (s->type == SOCK_STREAM && s->state != SK_CONNECTED))
+			return -ENOTCONN;
+		if (s->type == SOCK_STREAM && s->upcb) {
+			struct tcp_pcb *pcb = s->upcb;
+			*sl = from_ip(s, &pcb->remote_ip, pcb->remote_port, ss);
+		} else {
+			*ss = s->remote;
+			*sl = s->remote_len;
+		}
+		return 0;
+	}
+	if (!s->upcb) {
+		*sl = from_ip(s, NULL, 0, ss);
+		return 0;
+	}
+	if (s->type == SOCK_STREAM) {
+		struct tcp_pcb *pcb = s->upcb;
+		*sl = from_ip(s, &pcb->local_ip, pcb->local_port, ss);
+	} else {
+		struct udp_pcb *pcb = s->upcb;
+		*sl = from_ip(s, &pcb->local_ip, pcb->local_port, ss);
+	}
+	return 0;
+}
+
+void ustack_sockopt(struct sk *s)
+{
+	if (!s->upcb)
+		return;
+	if (s->reuseaddr)
+		ip_set_option((struct ip_pcb *)s->upcb, SOF_REUSEADDR);
+	else
+		ip_reset_option((struct ip_pcb *)s->upcb, SOF_REUSEADDR);
+	if (s->type != SOCK_STREAM || s->state == SK_LISTEN)
+		return;
+	if (s->nodelay)
+		tcp_nagle_disable((struct tcp_pcb *)s->upcb);
+	else
+		tcp_nagle_enable((struct tcp_pcb *)s->upcb);
+	if (s->keepalive)
+		ip_set_option((struct ip_pcb *)s->upcb, SOF_KEEPALIVE);
+	else
+		ip_reset_option((struct ip_pcb *)s->upcb, SOF_KEEPALIVE);
+}
+
+void ustack_service(struct sk *s, uint64_t budget)
+{
+	if (s->broken || !s->upcb)
+		return;
+	uint64_t start = budget;
+	if (s->type == SOCK_DGRAM) {
+		dgram_tx(s, &budget);
+	} else if (s->state == SK_CONNECTED) {
+		stream_rx(s, &budget);
+		if (s->upcb) /* a reset may have come meanwhile */
+			stream_tx(s, &budget);
+	}
+	if (!budget && start)
+		sk_work(s); /* more to do: back of the line (round-robin) */
+}
+
+/* The socket is gone (the app closed it, or it is freed): its pcb goes, gracefully (FIN after what
+ * lwIP holds) unless the app left data unread or it was reset (then RST, as Linux). */
+void ustack_close(struct sk *s)
+{
+	struct sk *a;
+	while ((a = s->accq_head)) { /* connections nobody accepted: reset */
+		s->accq_head = a->accq_next;
+		a->accq_next = NULL;
+		a->listener = NULL;
+		s->accq_len--;
+		if (a->upcb) {
+			tcp_arg(a->upcb, NULL);
+			tcp_abort(a->upcb);
+			a->upcb = NULL;
+		}
+		sk_free(a);
+	}
+	s->accq_tail = NULL;
+	if (s->u_rxq) {
+		pbuf_free(s->u_rxq);
+		s->u_rxq = NULL;
+	}
+	if (!s->upcb)
+		return;
+	if (s->type == SOCK_DGRAM) {
+		udp_remove(s->upcb);
+	} else if (s->state == SK_LISTEN) {
+		tcp_arg(s->upcb, NULL);
+		tcp_accept(s->upcb, NULL);
+		tcp_close(s->upcb);
+	} else {
+		struct tcp_pcb *pcb = s->upcb;
+		tcp_arg(pcb, NULL);
+		tcp_recv(pcb, NULL);
+		tcp_sent(pcb, NULL);
+		tcp_err(pcb, NULL);
+		if (s->unread_at_close || s->broken || s->state != SK_CONNECTED || tcp_close(pcb) != ERR_OK)
+			tcp_abort(pcb);
+	}
+	s->upcb = NULL;
+}
+
+size_t ustack_status(char *out, size_t cap)
+{
+	if (!U.on)
+		return (size_t)snprintf(out, cap, "null");
+	char addrs[512];
+	size_t n = 0;
+	addrs[0] = 0;
+	for (unsigned i = 0; i < U.cfg.naddrs && n < sizeof(addrs) - 64; i++) {
+		char a[64];
+		inet_ntop(U.cfg.addrs[i].family, U.cfg.addrs[i].addr, a, sizeof(a));
+		n += (size_t)snprintf(addrs + n, sizeof(addrs) - n, "%s\"%s/%d\"", i ? "," : "", a, U.cfg.addrs[i].prefix);
+	}
+	return (size_t)snprintf(out, cap,
+		"{\"stack\":\"lwIP %s\",\"service\":\"%s\",\"up\":%s,\"mac\":\"%02x:%02x:%02x:%02x:%02x:%02x\","
+		"\"addresses\":[%s],\"mtu\":%u,\"supply\":%u,\"supply_held\":%u,\"rx_frames\":%llu,\"rx_bytes\":%llu,"
+		"\"tx_frames\":%llu,\"tx_bytes\":%llu,\"tx_no_buffer\":%llu,\"tx_too_long\":%llu,\"rx_no_mem\":%llu,"
+		"\"accept_overflow\":%llu,\"udp_rx_drops\":%llu}",
+		LWIP_VERSION_STRING, U.cfg.service, U.down ? "false" : "true", U.cfg.mac[0], U.cfg.mac[1], U.cfg.mac[2],
+		U.cfg.mac[3], U.cfg.mac[4], U.cfg.mac[5], addrs, U.cfg.mtu, U.cfg.supply, sl_nf_supply(U.nf),
+		(unsigned long long)U.rx_frames, (unsigned long long)U.rx_bytes, (unsigned long long)U.tx_frames,
+		(unsigned long long)U.tx_bytes, (unsigned long long)U.tx_no_buffer, (unsigned long long)U.tx_too_long,
+		(unsigned long long)U.rx_no_mem, (unsigned long long)U.accept_overflow, (unsigned long long)U.udp_rx_drops);
+}
