@@ -44,13 +44,14 @@ static struct {
 	struct ustack_cfg cfg;
 	struct sl_nf *nf;
 	struct netif netif;
+	struct netif lo;                 /* 127.0.0.1/8 and ::1: loopback inside the stack */
 	struct ev ev_rx, ev_sock;
 	bool rx_in_epoll;
 	struct sl_pkt out[SL_BURST_MAX]; /* frames written, not yet handed to sluiced */
 	unsigned nout;
 	bool down;                       /* sluiced went away: the module stopped */
 	/* counters (status) */
-	uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes, tx_no_buffer, tx_too_long, rx_no_mem;
+	uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes, tx_no_buffer, tx_too_long, rx_no_mem, rx_martian;
 	uint64_t accept_overflow, udp_rx_drops;
 	/* what lwIP asked its tcpip thread to run (tcpip_try_callback below) */
 	struct lwip_call { tcpip_callback_fn fn; void *ctx; } calls[64];
@@ -218,6 +219,20 @@ static err_t link_output(struct netif *nif, struct pbuf *p)
 	return ERR_OK;
 }
 
+/* A frame from the wire for a loopback address (127.0.0.0/8 or ::1, as source or destination): the
+ * kernel drops these on any interface but lo; so does the stack (its lo is an interface of lwIP's too,
+ * which would otherwise take them). */
+static bool martian(const uint8_t *f, uint16_t len)
+{
+	if (len >= 34 && f[12] == 0x08 && f[13] == 0x00)
+		return f[26] == 127 || f[30] == 127;
+	if (len >= 54 && f[12] == 0x86 && f[13] == 0xdd) {
+		static const uint8_t one[16] = { [15] = 1 };
+		return !memcmp(f + 22, one, 16) || !memcmp(f + 38, one, 16);
+	}
+	return false;
+}
+
 static void on_frames(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
 {
 	(void)nf;
@@ -225,6 +240,10 @@ static void on_frames(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *a
 	for (unsigned i = 0; i < n; i++) {
 		uint16_t len = sl_pkt_len(&pkts[i]);
 		sl_pkt_set_action(&pkts[i], SL_ACT_DROP, 0); /* consumed: the stack is the end of the chain */
+		if (martian(sl_pkt_data(&pkts[i]), len)) {
+			U.rx_martian++;
+			continue;
+		}
 		struct pbuf *p = pbuf_alloc(PBUF_RAW, len, PBUF_RAM);
 		if (!p) {
 			U.rx_no_mem++;
@@ -250,6 +269,28 @@ static err_t netif_setup(struct netif *nif)
 	nif->hwaddr_len = 6;
 	memcpy(nif->hwaddr, U.cfg.mac, 6);
 	nif->flags = NETIF_FLAG_BROADCAST | NETIF_FLAG_ETHARP | NETIF_FLAG_ETHERNET | NETIF_FLAG_IGMP | NETIF_FLAG_MLD6;
+	return ERR_OK;
+}
+
+static err_t lo_output4(struct netif *nif, struct pbuf *p, const ip4_addr_t *a)
+{
+	(void)a;
+	return netif_loop_output(nif, p);
+}
+
+static err_t lo_output6(struct netif *nif, struct pbuf *p, const ip6_addr_t *a)
+{
+	(void)a;
+	return netif_loop_output(nif, p);
+}
+
+static err_t lo_setup(struct netif *nif)
+{
+	nif->name[0] = 'l';
+	nif->name[1] = 'o';
+	nif->output = lo_output4;
+	nif->output_ip6 = lo_output6;
+	nif->mtu = nif->mtu6 = 16384;
 	return ERR_OK;
 }
 
@@ -287,6 +328,21 @@ int ustack_init(const struct ustack_cfg *c)
 	netif_set_default(&U.netif);
 	netif_set_up(&U.netif);
 	netif_set_link_up(&U.netif);
+	/* loopback, as a host's lo: Debian's lwIP has no loopif of its own (LWIP_HAVE_LOOPIF 0) */
+	ip4_addr_t l4, lm;
+	IP4_ADDR(&l4, 127, 0, 0, 1);
+	IP4_ADDR(&lm, 255, 0, 0, 0);
+	if (!netif_add(&U.lo, &l4, &lm, IP4_ADDR_ANY4, NULL, lo_setup, ip_input)) {
+		sk_log("user stack: lwIP refused the loopback interface");
+		return -1;
+	}
+	ip6_addr_t l6;
+	IP6_ADDR(&l6, 0, 0, 0, PP_HTONL(1));
+	s8_t li;
+	if (netif_add_ip6_address(&U.lo, &l6, &li) == ERR_OK)
+		netif_ip6_addr_set_state(&U.lo, li, IP6_ADDR_PREFERRED);
+	netif_set_up(&U.lo);
+	netif_set_link_up(&U.lo);
 
 	struct sl_nf_config nc;
 	sl_nf_config_default(&nc);
@@ -319,6 +375,7 @@ void ustack_fini(void)
 	ustack_flush();
 	sl_nf_detach(U.nf);
 	U.nf = NULL;
+	netif_remove(&U.lo);
 	netif_remove(&U.netif);
 	U.on = false;
 }
@@ -369,6 +426,15 @@ void ustack_sleep_done(void)
 		sl_nf_sleep_done(U.nf);
 }
 
+/* The socket's IP_TTL / IP_TOS, or IPV6_UNICAST_HOPS / IPV6_TCLASS (the engine keeps them: sk.c
+ * sk_dopt_set), on its pcb; Linux's default TTL and hop limit are 64, lwIP's 255. */
+static void ip_ttl_tos(const struct sk *s, struct ip_pcb *pcb, bool v6)
+{
+	const struct sk_dopt *o = &s->dopt;
+	pcb->ttl = v6 ? (o->hops_set ? o->hops : 64) : (o->ttl_set ? o->ttl : 64);
+	pcb->tos = v6 ? o->tclass : o->tos;
+}
+
 /* ---- TCP ---- */
 
 static void stream_fail(struct sk *s, err_t err)
@@ -379,7 +445,8 @@ static void stream_fail(struct sk *s, err_t err)
 		sk_set_state(s, 0, SL_SK_S_CONNECTING);
 		s->bytes_waiting = true; /* the filler the shim put in while connecting */
 	} else {
-		sk_reset(s, lwip_errno(err));
+		/* as Linux's tcp_reset: a reset after the peer's FIN (CLOSE_WAIT) is EPIPE */
+		sk_reset(s, err == ERR_RST && s->u_fin ? EPIPE : lwip_errno(err));
 	}
 	sk_work(s);
 }
@@ -430,6 +497,7 @@ static void stream_hook(struct sk *s, struct tcp_pcb *pcb)
 	tcp_recv(pcb, on_recv);
 	tcp_sent(pcb, on_sent);
 	tcp_err(pcb, on_err);
+	pcb->ttl = 64; /* Linux's default, not lwIP's 255: SYNs and ACKs before any data (stream_tx sets it then) */
 	if (s->nodelay)
 		tcp_nagle_disable(pcb);
 	if (s->keepalive)
@@ -573,8 +641,10 @@ static void stream_tx(struct sk *s, uint64_t *budget)
 		s->app->tx_bytes += chunk;
 		*budget -= chunk;
 	}
-	if (wrote)
+	if (wrote) {
+		ip_ttl_tos(s, (struct ip_pcb *)pcb, IP_IS_V6(&pcb->remote_ip));
 		tcp_output(pcb);
+	}
 	if (s->shut_wr && !s->shut_wr_done && !sk_tx_used(s)) {
 		tcp_shutdown(pcb, 0, 1);
 		s->shut_wr_done = true;
@@ -602,9 +672,94 @@ static void on_udp(void *arg, struct udp_pcb *pcb, struct pbuf *p, const ip_addr
 	pbuf_copy_partial(p, dst, p->tot_len, 0);
 	struct sockaddr_storage from;
 	socklen_t fl = from_ip(s, addr, port, &from);
-	sk_dgram_commit(s, p->tot_len, &from, fl, NULL); /* no ancillary data from lwIP (docs/sockets.md) */
+	/* what the shim may turn into cmsgs (sock.h "Datagram control"): this datagram's IP header, as the
+	 * kernel's; it shows only those whose option the app turned on */
+	struct sl_sk_dctl ctl = { .ver = SL_SK_DCTL_V1 };
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ctl.ts_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	ctl.has = SL_SK_C_TSTAMP;
+	const struct netif *in = ip_current_input_netif();
+	uint32_t ifindex = in == &U.lo ? 1 : 2; /* as a host's: lo is 1, its one Ethernet interface 2 */
+	if (ip_current_is_v6()) {
+		ctl.has |= SL_SK_C_PKTINFO6 | SL_SK_C_HOPLIMIT | SL_SK_C_TCLASS;
+		ctl.hoplimit = IP6H_HOPLIM(ip6_current_header());
+		ctl.tclass = (uint8_t)IP6H_TC(ip6_current_header());
+		memcpy(ctl.addr6, ip6_current_dest_addr()->addr, 16);
+		ctl.ifindex6 = ifindex;
+	} else {
+		ctl.has |= SL_SK_C_PKTINFO | SL_SK_C_TTL | SL_SK_C_TOS;
+		ctl.ttl = IPH_TTL(ip4_current_header());
+		ctl.tos = IPH_TOS(ip4_current_header());
+		uint32_t d = ip4_addr_get_u32(ip4_current_dest_addr());
+		memcpy(ctl.addr4, &d, 4);
+		/* ipi_spec_dst: the local address a reply would come from (the interface's, for a broadcast) */
+		uint32_t local = in && ip4_addr_isbroadcast_u32(d, in) ? ip4_addr_get_u32(netif_ip4_addr(in)) : d;
+		memcpy(ctl.spec_dst, &local, 4);
+		ctl.ifindex4 = ifindex;
+		if (s->domain == AF_INET6) { /* a dual-stack socket: IPV6_PKTINFO too, IPv4-mapped (no hop limit) */
+			ctl.has |= SL_SK_C_PKTINFO6;
+			ctl.addr6[10] = ctl.addr6[11] = 0xff;
+			memcpy(ctl.addr6 + 12, &d, 4);
+			ctl.ifindex6 = ifindex;
+		}
+	}
+	sk_dgram_commit(s, p->tot_len, &from, fl, &ctl);
 	pbuf_free(p);
 	sk_work(s);
+}
+
+/* One datagram out, with what the app's sendmsg asked for it (sock.h "Datagram control": TTL, TOS,
+ * hop limit, traffic class for this datagram only; PKTINFO: its source address). */
+static err_t udp_out(struct sk *s, const struct sl_sk_dgram *h, struct pbuf *p)
+{
+	struct udp_pcb *pcb = s->upcb;
+	ip_addr_t ip;
+	uint16_t port;
+	if (h->addr_len) {
+		if (to_ip(s, (const struct sockaddr *)(const void *)h->addr, h->addr_len, &ip, &port) != 0)
+			return ERR_VAL;
+	} else {
+		if (!(pcb->flags & UDP_FLAGS_CONNECTED))
+			return ERR_CONN;
+		ip_addr_copy(ip, pcb->remote_ip);
+		port = pcb->remote_port;
+	}
+	const struct sl_sk_dctl *c = h->ctl.ver == SL_SK_DCTL_V1 ? &h->ctl : NULL;
+	bool v6 = IP_IS_V6(&ip);
+	ip_ttl_tos(s, (struct ip_pcb *)pcb, v6);
+	if (c && (c->has & (v6 ? SL_SK_C_HOPLIMIT : SL_SK_C_TTL)))
+		pcb->ttl = v6 ? c->hoplimit : c->ttl;
+	if (c && (c->has & (v6 ? SL_SK_C_TCLASS : SL_SK_C_TOS)))
+		pcb->tos = v6 ? c->tclass : c->tos;
+	ip_addr_t src;
+	bool with_src = false;
+	if (c && !v6 && (c->has & SL_SK_C_PKTINFO)) {
+		uint32_t a;
+		memcpy(&a, c->spec_dst, 4);
+		if (a) {
+			ip_2_ip4(&src)->addr = a;
+			IP_SET_TYPE_VAL(src, IPADDR_TYPE_V4);
+			with_src = true;
+		}
+	} else if (c && v6 && (c->has & SL_SK_C_PKTINFO6)) {
+		static const uint8_t zero[16];
+		if (memcmp(c->addr6, zero, 16)) {
+			uint32_t w[4];
+			memcpy(w, c->addr6, 16);
+			IP_ADDR6(&src, w[0], w[1], w[2], w[3]);
+			ip6_addr_clear_zone(ip_2_ip6(&src));
+			with_src = true;
+		}
+	}
+	err_t e;
+	if (with_src) {
+		struct netif *nif = v6 ? ip6_route(ip_2_ip6(&src), ip_2_ip6(&ip)) : ip4_route(ip_2_ip4(&ip));
+		e = nif ? udp_sendto_if_src(pcb, p, &ip, port, nif, &src) : ERR_RTE;
+	} else {
+		e = udp_sendto(pcb, p, &ip, port);
+	}
+	return e;
 }
 
 static void dgram_tx(struct sk *s, uint64_t *budget)
@@ -623,17 +778,7 @@ static void dgram_tx(struct sk *s, uint64_t *budget)
 		if (!p)
 			return; /* lwIP is out of memory: try again next turn */
 		pbuf_take(p, data, (u16_t)h.len);
-		err_t e;
-		if (h.addr_len) {
-			ip_addr_t ip;
-			uint16_t port;
-			if (to_ip(s, (const struct sockaddr *)(const void *)h.addr, h.addr_len, &ip, &port) == 0)
-				e = udp_sendto(s->upcb, p, &ip, port);
-			else
-				e = ERR_VAL;
-		} else {
-			e = udp_send(s->upcb, p);
-		}
+		err_t e = udp_out(s, &h, p);
 		pbuf_free(p);
 		if (e != ERR_OK)
 			s->sh->error = lwip_errno(e); /* SO_ERROR, as the kernel's for a failed datagram */
@@ -662,6 +807,7 @@ int ustack_socket(struct sk *s)
 	if (!pcb)
 		return -ENOMEM;
 	s->upcb = pcb;
+	pcb->ttl = 64;
 	udp_recv(pcb, on_udp, s);
 	return 0;
 }
@@ -863,10 +1009,11 @@ size_t ustack_status(char *out, size_t cap)
 		"{\"stack\":\"lwIP %s\",\"service\":\"%s\",\"up\":%s,\"mac\":\"%02x:%02x:%02x:%02x:%02x:%02x\","
 		"\"addresses\":[%s],\"mtu\":%u,\"supply\":%u,\"supply_held\":%u,\"rx_frames\":%llu,\"rx_bytes\":%llu,"
 		"\"tx_frames\":%llu,\"tx_bytes\":%llu,\"tx_no_buffer\":%llu,\"tx_too_long\":%llu,\"rx_no_mem\":%llu,"
-		"\"accept_overflow\":%llu,\"udp_rx_drops\":%llu}",
+		"\"accept_overflow\":%llu,\"udp_rx_drops\":%llu,\"rx_martian\":%llu}",
 		LWIP_VERSION_STRING, U.cfg.service, U.down ? "false" : "true", U.cfg.mac[0], U.cfg.mac[1], U.cfg.mac[2],
 		U.cfg.mac[3], U.cfg.mac[4], U.cfg.mac[5], addrs, U.cfg.mtu, U.cfg.supply, sl_nf_supply(U.nf),
 		(unsigned long long)U.rx_frames, (unsigned long long)U.rx_bytes, (unsigned long long)U.tx_frames,
 		(unsigned long long)U.tx_bytes, (unsigned long long)U.tx_no_buffer, (unsigned long long)U.tx_too_long,
-		(unsigned long long)U.rx_no_mem, (unsigned long long)U.accept_overflow, (unsigned long long)U.udp_rx_drops);
+		(unsigned long long)U.rx_no_mem, (unsigned long long)U.accept_overflow, (unsigned long long)U.udp_rx_drops,
+		(unsigned long long)U.rx_martian);
 }
