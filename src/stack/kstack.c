@@ -7,11 +7,17 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include "stackd.h"
+
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
 
 #define KEVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
 
@@ -210,50 +216,73 @@ static void stream_rx(struct sk *s, uint64_t *budget)
 
 /* ---- datagram control messages (sock.h "Control messages") ---- */
 
+/* the cmsgs of one small value and its byte in the control area (an int in a cmsg, IP_TOS received
+ * as one byte) */
+static const struct {
+	uint16_t bit;
+	int level, type;
+	size_t off;
+} ctl_bytes[] = {
+	{ SL_SK_C_TTL, IPPROTO_IP, IP_TTL, offsetof(struct sl_sk_dctl, ttl) },
+	{ SL_SK_C_TOS, IPPROTO_IP, IP_TOS, offsetof(struct sl_sk_dctl, tos) },
+	{ SL_SK_C_HOPLIMIT, IPPROTO_IPV6, IPV6_HOPLIMIT, offsetof(struct sl_sk_dctl, hoplimit) },
+	{ SL_SK_C_TCLASS, IPPROTO_IPV6, IPV6_TCLASS, offsetof(struct sl_sk_dctl, tclass) },
+};
+#define N_CTL_BYTES (sizeof(ctl_bytes) / sizeof(ctl_bytes[0]))
+
+static size_t put_cmsg(uint8_t *buf, size_t n, size_t cap, int level, int type, const void *data, size_t len)
+{
+	if (n + CMSG_SPACE(len) > cap)
+		return n;
+	struct cmsghdr h = { .cmsg_len = CMSG_LEN(len), .cmsg_level = level, .cmsg_type = type };
+	memset(buf + n, 0, CMSG_SPACE(len));
+	memcpy(buf + n, &h, sizeof(h));
+	memcpy(buf + n + CMSG_LEN(0), data, len);
+	return n + CMSG_SPACE(len);
+}
+
 /* the cmsgs of a send record's control area, for this kernel socket's sendmsg (the kernel checks them
  * again and ignores those of the other IP version, as for the app's own sendmsg); the length */
 static size_t ctl_to_cmsgs(const struct sl_sk_dctl *c, uint8_t *buf, size_t cap)
 {
 	size_t n = 0;
-	struct cmsghdr h;
-#define PUT(lvl, typ, ptr, sz)                                              \
-	do {                                                                \
-		if (n + CMSG_SPACE(sz) > cap)                               \
-			return n;                                           \
-		h = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sz), .cmsg_level = (lvl), .cmsg_type = (typ) }; \
-		memset(buf + n, 0, CMSG_SPACE(sz));                         \
-		memcpy(buf + n, &h, sizeof(h));                             \
-		memcpy(buf + n + CMSG_LEN(0), (ptr), (sz));                 \
-		n += CMSG_SPACE(sz);                                        \
-	} while (0)
 	if (c->has & SL_SK_C_PKTINFO) {
 		struct in_pktinfo pi = { .ipi_ifindex = (int)c->ifindex4 };
 		memcpy(&pi.ipi_spec_dst, c->spec_dst, 4);
-		PUT(IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
-	}
-	if (c->has & SL_SK_C_TTL) {
-		int v = c->ttl;
-		PUT(IPPROTO_IP, IP_TTL, &v, sizeof(v));
-	}
-	if (c->has & SL_SK_C_TOS) {
-		int v = c->tos;
-		PUT(IPPROTO_IP, IP_TOS, &v, sizeof(v));
+		n = put_cmsg(buf, n, cap, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
 	}
 	if (c->has & SL_SK_C_PKTINFO6) {
 		struct in6_pktinfo pi = { .ipi6_ifindex = c->ifindex6 };
 		memcpy(&pi.ipi6_addr, c->addr6, 16);
-		PUT(IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
+		n = put_cmsg(buf, n, cap, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
 	}
-	if (c->has & SL_SK_C_HOPLIMIT) {
-		int v = c->hoplimit;
-		PUT(IPPROTO_IPV6, IPV6_HOPLIMIT, &v, sizeof(v));
+	for (size_t i = 0; i < N_CTL_BYTES; i++) {
+		if (!(c->has & ctl_bytes[i].bit))
+			continue;
+		int v = ((const uint8_t *)c)[ctl_bytes[i].off];
+		if (ctl_bytes[i].bit == SL_SK_C_TCLASS && (c->has & SL_SK_C_TCLASS_M1))
+			v = -1;
+		n = put_cmsg(buf, n, cap, ctl_bytes[i].level, ctl_bytes[i].type, &v, sizeof(v));
 	}
-	if (c->has & SL_SK_C_TCLASS) {
-		int v = (c->has & SL_SK_C_TCLASS_M1) ? -1 : c->tclass;
-		PUT(IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v));
-	}
-#undef PUT
 	return n;
+}
+
+/* SCM_TIMESTAMP* (two 64-bit fields: seconds and micro- or nanoseconds) into the control area */
+static void cmsg_time(int type, const uint8_t *d, size_t len, struct sl_sk_dctl *c)
+{
+	int64_t sec, frac, unit;
+	if (type == SO_TIMESTAMP || type == SO_TIMESTAMP_NEW)
+		unit = 1000;
+	else if (type == SO_TIMESTAMPNS || type == SO_TIMESTAMPNS_NEW)
+		unit = 1;
+	else
+		return;
+	if (len < 16)
+		return;
+	memcpy(&sec, d, 8);
+	memcpy(&frac, d + 8, 8);
+	c->ts_ns = sec * 1000000000 + frac * unit;
+	c->has |= SL_SK_C_TSTAMP;
 }
 
 /* the kernel's cmsgs of a received datagram into a record's control area (what the kernel gave:
@@ -264,25 +293,8 @@ static void cmsgs_to_ctl(struct msghdr *m, struct sl_sk_dctl *c)
 	for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
 		const uint8_t *d = CMSG_DATA(h);
 		size_t len = h->cmsg_len - CMSG_LEN(0);
-		int v;
-		if (h->cmsg_level == SOL_SOCKET && len >= 16) {
-			int64_t sec, frac;
-			memcpy(&sec, d, 8);
-			memcpy(&frac, d + 8, 8);
-			if (h->cmsg_type == SO_TIMESTAMP
-#ifdef SO_TIMESTAMP_NEW
-			    || h->cmsg_type == SO_TIMESTAMP_NEW
-#endif
-			)
-				frac *= 1000;
-			else if (h->cmsg_type != SO_TIMESTAMPNS
-#ifdef SO_TIMESTAMPNS_NEW
-				 && h->cmsg_type != SO_TIMESTAMPNS_NEW
-#endif
-			)
-				continue;
-			c->ts_ns = sec * 1000000000 + frac;
-			c->has |= SL_SK_C_TSTAMP;
+		if (h->cmsg_level == SOL_SOCKET) {
+			cmsg_time(h->cmsg_type, d, len, c);
 		} else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_PKTINFO && len >= sizeof(struct in_pktinfo)) {
 			struct in_pktinfo pi;
 			memcpy(&pi, d, sizeof(pi));
@@ -290,13 +302,6 @@ static void cmsgs_to_ctl(struct msghdr *m, struct sl_sk_dctl *c)
 			memcpy(c->spec_dst, &pi.ipi_spec_dst, 4);
 			memcpy(c->addr4, &pi.ipi_addr, 4);
 			c->has |= SL_SK_C_PKTINFO;
-		} else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_TTL && len >= sizeof(int)) {
-			memcpy(&v, d, sizeof(v));
-			c->ttl = (uint8_t)v;
-			c->has |= SL_SK_C_TTL;
-		} else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_TOS && len >= 1) {
-			c->tos = d[0];
-			c->has |= SL_SK_C_TOS;
 		} else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_PKTINFO &&
 			   len >= sizeof(struct in6_pktinfo)) {
 			struct in6_pktinfo pi;
@@ -304,14 +309,16 @@ static void cmsgs_to_ctl(struct msghdr *m, struct sl_sk_dctl *c)
 			memcpy(c->addr6, &pi.ipi6_addr, 16);
 			c->ifindex6 = pi.ipi6_ifindex;
 			c->has |= SL_SK_C_PKTINFO6;
-		} else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_HOPLIMIT && len >= sizeof(int)) {
-			memcpy(&v, d, sizeof(v));
-			c->hoplimit = (uint8_t)v;
-			c->has |= SL_SK_C_HOPLIMIT;
-		} else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_TCLASS && len >= sizeof(int)) {
-			memcpy(&v, d, sizeof(v));
-			c->tclass = (uint8_t)v;
-			c->has |= SL_SK_C_TCLASS;
+		} else {
+			for (size_t i = 0; i < N_CTL_BYTES; i++) {
+				if (h->cmsg_level != ctl_bytes[i].level || h->cmsg_type != ctl_bytes[i].type || !len)
+					continue;
+				int v = d[0]; /* IP_TOS is one byte; the others an int (little-endian here) */
+				if (len >= sizeof(int))
+					memcpy(&v, d, sizeof(int));
+				((uint8_t *)c)[ctl_bytes[i].off] = (uint8_t)v;
+				c->has |= ctl_bytes[i].bit;
+			}
 		}
 	}
 }

@@ -17,6 +17,11 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
+
 #include "stackd.h"
 
 struct app *g_apps;
@@ -619,144 +624,116 @@ static void dopt_flag(struct sk *s, uint32_t bit, bool on)
 	__atomic_store_n(&s->sh->rx_opts, s->dopt.rx, __ATOMIC_RELEASE);
 }
 
+/* the options kept: a receive option's SL_SK_O_* bit, or a value of struct sk_dopt (bit 0) */
+static const struct {
+	int level, name;
+	uint32_t bit;
+} dopts[] = {
+	{ IPPROTO_IP, IP_PKTINFO, SL_SK_O_PKTINFO },
+	{ IPPROTO_IP, IP_RECVTTL, SL_SK_O_RECVTTL },
+	{ IPPROTO_IP, IP_RECVTOS, SL_SK_O_RECVTOS },
+	{ IPPROTO_IP, IP_TTL, 0 },
+	{ IPPROTO_IP, IP_TOS, 0 },
+	{ IPPROTO_IPV6, IPV6_RECVPKTINFO, SL_SK_O_RECVPKTINFO6 },
+	{ IPPROTO_IPV6, IPV6_RECVHOPLIMIT, SL_SK_O_RECVHOPLIMIT },
+	{ IPPROTO_IPV6, IPV6_RECVTCLASS, SL_SK_O_RECVTCLASS },
+	{ IPPROTO_IPV6, IPV6_UNICAST_HOPS, 0 },
+	{ IPPROTO_IPV6, IPV6_TCLASS, 0 },
+};
+
+/* one of dopts: 0 with its bit, or 1 */
+static int dopt_find(int level, int name, uint32_t *bit)
+{
+	for (size_t i = 0; i < sizeof(dopts) / sizeof(dopts[0]); i++)
+		if (dopts[i].level == level && dopts[i].name == name) {
+			*bit = dopts[i].bit;
+			return 0;
+		}
+	return 1;
+}
+
+/* SO_TIMESTAMP and its kin: 1 with whether it is the nanosecond / _NEW form, or 0 */
+static bool ts_opt(int name, bool *ns, bool *nw)
+{
+	*ns = name == SO_TIMESTAMPNS || name == SO_TIMESTAMPNS_NEW;
+	*nw = name == SO_TIMESTAMP_NEW || name == SO_TIMESTAMPNS_NEW;
+	return *ns || *nw || name == SO_TIMESTAMP;
+}
+
 /* setsockopt of one of these options: 0 (kept), -errno (the kernel would refuse it: EINVAL,
  * ENOPROTOOPT), 1 (not one of them) */
 int sk_dopt_set(struct sk *s, int level, int name, const uint8_t *p, uint32_t len)
 {
 	int v = 0;
-	if (level == IPPROTO_IP) {
-		/* ip_setsockopt: an int, or one byte */
-		if (len >= sizeof(int))
-			memcpy(&v, p, sizeof(int));
-		else if (len >= 1)
-			v = p[0];
-		switch (name) {
-		case IP_PKTINFO:
-			dopt_flag(s, SL_SK_O_PKTINFO, v);
-			return 0;
-		case IP_RECVTTL:
-			dopt_flag(s, SL_SK_O_RECVTTL, v);
-			return 0;
-		case IP_RECVTOS:
-			dopt_flag(s, SL_SK_O_RECVTOS, v);
-			return 0;
-		case IP_TTL:
-			if (v != -1 && (v < 1 || v > 255))
-				return -EINVAL;
-			s->dopt.ttl_set = v != -1;
-			s->dopt.ttl = (uint8_t)v;
-			return 0;
-		case IP_TOS:
-			s->dopt.tos = (uint8_t)v; /* the kernel keeps the low byte */
-			return 0;
-		}
-		return 1;
-	}
-	if (level == IPPROTO_IPV6) {
-		if (name != IPV6_RECVPKTINFO && name != IPV6_RECVHOPLIMIT && name != IPV6_RECVTCLASS &&
-		    name != IPV6_UNICAST_HOPS && name != IPV6_TCLASS)
-			return 1;
-		if (s->domain != AF_INET6)
-			return -ENOPROTOOPT;
+	uint32_t bit;
+	bool ns, nw;
+	if (level == SOL_SOCKET && ts_opt(name, &ns, &nw)) {
 		if (len < sizeof(int))
 			return -EINVAL;
 		memcpy(&v, p, sizeof(int));
-		switch (name) {
-		case IPV6_RECVPKTINFO:
-			dopt_flag(s, SL_SK_O_RECVPKTINFO6, v);
-			return 0;
-		case IPV6_RECVHOPLIMIT:
-			dopt_flag(s, SL_SK_O_RECVHOPLIMIT, v);
-			return 0;
-		case IPV6_RECVTCLASS:
-			dopt_flag(s, SL_SK_O_RECVTCLASS, v);
-			return 0;
-		case IPV6_UNICAST_HOPS:
-			if (v < -1 || v > 255)
-				return -EINVAL;
-			s->dopt.hops_set = v != -1;
-			s->dopt.hops = (uint8_t)v;
-			return 0;
-		default: /* IPV6_TCLASS; -1: the default, 0 */
-			if (v < -1 || v > 255)
-				return -EINVAL;
-			s->dopt.tclass = v < 0 ? 0 : (uint8_t)v;
-			return 0;
-		}
+		/* sock_set_timestamp: one of the two cmsgs at a time, the last one asked */
+		dopt_flag(s, SL_SK_O_TSTAMP_NEW, nw);
+		dopt_flag(s, SL_SK_O_TSTAMPNS, v && ns);
+		dopt_flag(s, SL_SK_O_TSTAMP, v);
+		return 0;
 	}
-	if (level != SOL_SOCKET)
+	if (dopt_find(level, name, &bit))
 		return 1;
-	bool ns, nw = false;
-	if (name == SO_TIMESTAMP || name == SO_TIMESTAMPNS)
-		ns = name == SO_TIMESTAMPNS;
-#ifdef SO_TIMESTAMP_NEW
-	else if (name == SO_TIMESTAMP_NEW || name == SO_TIMESTAMPNS_NEW)
-		ns = name == SO_TIMESTAMPNS_NEW, nw = true;
-#endif
-	else
-		return 1;
-	if (len < sizeof(int))
+	bool v6 = level == IPPROTO_IPV6;
+	if (v6 && s->domain != AF_INET6)
+		return -ENOPROTOOPT;
+	if (len >= sizeof(int))
+		memcpy(&v, p, sizeof(int));
+	else if (v6)
 		return -EINVAL;
-	memcpy(&v, p, sizeof(int));
-	/* sock_set_timestamp: one of the two cmsgs at a time, the last one asked */
-	dopt_flag(s, SL_SK_O_TSTAMP_NEW, nw);
-	dopt_flag(s, SL_SK_O_TSTAMPNS, v && ns);
-	dopt_flag(s, SL_SK_O_TSTAMP, v);
+	else if (len >= 1)
+		v = p[0]; /* ip_setsockopt takes one byte too */
+	if (bit) {
+		dopt_flag(s, bit, v);
+		return 0;
+	}
+	if (!v6 && name == IP_TOS) {
+		s->dopt.tos = (uint8_t)v; /* any value: the kernel keeps the low byte */
+		return 0;
+	}
+	if (v < -1 || v > 255 || (!v6 && !v)) /* IP_TTL 1..255, the IPv6 ones 0..255; -1: the default */
+		return -EINVAL;
+	if (!v6) {
+		s->dopt.ttl_set = v != -1;
+		s->dopt.ttl = (uint8_t)v;
+	} else if (name == IPV6_UNICAST_HOPS) {
+		s->dopt.hops_set = v != -1;
+		s->dopt.hops = (uint8_t)v;
+	} else {
+		s->dopt.tclass = v < 0 ? 0 : (uint8_t)v; /* IPV6_TCLASS -1: 0 */
+	}
 	return 0;
 }
 
 /* getsockopt of one of them as the kernel answers it: 0 and *v, -errno, or 1 (not one of them) */
 int sk_dopt_get(const struct sk *s, int level, int name, int *v)
 {
-	uint32_t rx = s->dopt.rx;
-	if (level == IPPROTO_IP) {
-		switch (name) {
-		case IP_PKTINFO:
-			*v = !!(rx & SL_SK_O_PKTINFO);
-			return 0;
-		case IP_RECVTTL:
-			*v = !!(rx & SL_SK_O_RECVTTL);
-			return 0;
-		case IP_RECVTOS:
-			*v = !!(rx & SL_SK_O_RECVTOS);
-			return 0;
-		case IP_TTL:
-			*v = s->dopt.ttl_set ? s->dopt.ttl : sk_default_ttl(false);
-			return 0;
-		case IP_TOS:
-			*v = s->dopt.tos;
-			return 0;
-		}
-		return 1;
-	}
-	if (level == IPPROTO_IPV6) {
-		if (name != IPV6_RECVPKTINFO && name != IPV6_RECVHOPLIMIT && name != IPV6_RECVTCLASS &&
-		    name != IPV6_UNICAST_HOPS && name != IPV6_TCLASS)
-			return 1;
-		if (s->domain != AF_INET6)
-			return -EOPNOTSUPP; /* ip_getsockopt's answer (setsockopt's is ENOPROTOOPT) */
-		*v = name == IPV6_RECVPKTINFO    ? !!(rx & SL_SK_O_RECVPKTINFO6)
-		     : name == IPV6_RECVHOPLIMIT ? !!(rx & SL_SK_O_RECVHOPLIMIT)
-		     : name == IPV6_RECVTCLASS   ? !!(rx & SL_SK_O_RECVTCLASS)
-		     : name == IPV6_TCLASS       ? s->dopt.tclass
-		     : s->dopt.hops_set          ? s->dopt.hops
-						 : sk_default_ttl(true);
+	uint32_t rx = s->dopt.rx, bit;
+	bool ns, nw;
+	if (level == SOL_SOCKET && ts_opt(name, &ns, &nw)) {
+		/* sk_getsockopt: each form reads 1 only while it is the one on */
+		bool on_ns = rx & SL_SK_O_TSTAMPNS, on_nw = rx & SL_SK_O_TSTAMP_NEW;
+		*v = nw == on_nw && (ns ? on_ns : (rx & SL_SK_O_TSTAMP) && (nw || !on_ns));
 		return 0;
 	}
-	if (level != SOL_SOCKET)
+	if (dopt_find(level, name, &bit))
 		return 1;
-	bool ts = rx & SL_SK_O_TSTAMP, ns = rx & SL_SK_O_TSTAMPNS, nw = rx & SL_SK_O_TSTAMP_NEW;
-	if (name == SO_TIMESTAMP)
-		*v = ts && !nw && !ns;
-	else if (name == SO_TIMESTAMPNS)
-		*v = ns && !nw;
-#ifdef SO_TIMESTAMP_NEW
-	else if (name == SO_TIMESTAMP_NEW)
-		*v = ts && nw;
-	else if (name == SO_TIMESTAMPNS_NEW)
-		*v = ns && nw;
-#endif
-	else
-		return 1;
+	if (level == IPPROTO_IPV6 && s->domain != AF_INET6)
+		return -EOPNOTSUPP; /* ip_getsockopt's answer (setsockopt's is ENOPROTOOPT) */
+	if (bit)
+		*v = !!(rx & bit);
+	else if (name == IP_TTL && level == IPPROTO_IP)
+		*v = s->dopt.ttl_set ? s->dopt.ttl : sk_default_ttl(false);
+	else if (level == IPPROTO_IP) /* IP_TOS */
+		*v = s->dopt.tos;
+	else if (name == IPV6_UNICAST_HOPS)
+		*v = s->dopt.hops_set ? s->dopt.hops : sk_default_ttl(true);
+	else /* IPV6_TCLASS */
+		*v = s->dopt.tclass;
 	return 0;
 }

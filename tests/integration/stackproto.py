@@ -20,6 +20,13 @@ S_RX_EOF, S_TX_CLOSED = 0x08, 0x10
 REGION_ENGINE_AWAKE, REGION_TX_DIRTY = 56, 60  # sock.h "Kicks"
 SLOT_RX_SPIN, REGION_APP_POLL_US = 76, 64     # sock.h "Polling receivers"
 S_DIRECT, SLOT_PEER_TOKENS = 0x80, 80         # sock.h "Direct connections"
+SL_SK_VERSION = 2                             # sock.h: HELLO's version, the region's
+SLOT_RX_OPTS = 24                             # sock.h "Control messages": the receive options on
+# a datagram record's header (struct sl_sk_dgram, 88 bytes): len, addr_len, pad, addr, pad1, then the
+# control area (struct sl_sk_dctl): ver, has, ttl, tos, hoplimit, tclass, ifindex4, ifindex6, spec_dst,
+# addr4, addr6, ts_ns
+DGRAM = struct.Struct("<IHH28sIHHBBBBII4s4s16sq")
+DGRAM_HDR = 88
 
 
 def inet(host, port):
@@ -51,7 +58,7 @@ class Chan:
         self.map = None
         if hello:
             r, _, fd = self.call("HELLO", arg0=STACKS[stack], arg1=rate,
-                                 payload=struct.pack("<II16s32s", 1, os.getpid(), token, name))
+                                 payload=struct.pack("<II16s32s", SL_SK_VERSION, os.getpid(), token, name))
             assert r == 0, r
             self.size, self.app_id = self.last[6], self.last[7]
             if fd is not None:

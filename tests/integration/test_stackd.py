@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from stackproto import (REGION_APP_POLL_US, S_DIRECT, S_RX_EOF, S_TX_CLOSED, SLOT_ERROR, SLOT_RD_TOKEN, SLOT_RX_HEAD,
-                        SLOT_RX_SPIN, SLOT_RX_TAIL, SLOT_STATE, SLOT_TX_TAIL, Chan, Direct, ctl, inet, shim_preload)
+from stackproto import (DGRAM, DGRAM_HDR, REGION_APP_POLL_US, S_DIRECT, S_RX_EOF, S_TX_CLOSED, SL_SK_VERSION, SLOT_ERROR,
+                        SLOT_RD_TOKEN, SLOT_RX_HEAD, SLOT_RX_OPTS, SLOT_RX_SPIN, SLOT_RX_TAIL, SLOT_STATE, SLOT_TX_TAIL,
+                        Chan, Direct, ctl, inet, shim_preload)
 
 
 def _port():
@@ -286,7 +287,9 @@ def test_garbage_on_the_channel(stackd):
     assert c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_STREAM)[0] == -errno.EPROTO
     r = c.call("HELLO", arg0=2, payload=b"\x09\0\0\0" + b"\0" * 52)[0]
     assert r == -errno.EPROTO
-    r = c.call("HELLO", arg0=2, payload=b"\x01\0\0\0" + b"\0" * 4 + b"\x07" * 16 + b"\0" * 32)[0]
+    r = c.call("HELLO", arg0=2, payload=b"\x01\0\0\0" + b"\0" * 52)[0]  # version 1: records without control
+    assert r == -errno.EPROTO
+    r = c.call("HELLO", arg0=2, payload=struct.pack("<I", SL_SK_VERSION) + b"\0" * 4 + b"\x07" * 16 + b"\0" * 32)[0]
     assert r == -errno.ENOENT  # a token no program has
     c.close()
     assert ctl(stackd, "status")["ok"]
@@ -325,6 +328,63 @@ def test_forged_ring_indices_reset_only_that_socket(stackd):
     c.send(ok, okfd, b"still fine")
     assert _wait(lambda: c.recv(ok_a), "the other connection") == b"still fine"
     for fd in (lfd, badfd, bad_afd, okfd, ok_afd):
+        os.close(fd)
+    c.close()
+
+
+def _dgram(payload, dest=b"", ver=1, has=0, ttl=0, tos=0, spec_dst=b"\0" * 4, ts=0):
+    """A datagram record for a send ring (sock.h), its control area as given, padded to 8."""
+    rec = DGRAM.pack(len(payload), len(dest), 0, dest.ljust(28, b"\0"), 0, ver, has, ttl, tos, 0, 0, 0, 0, spec_dst,
+                     b"\0" * 4, b"\0" * 16, ts) + payload
+    return rec + b"\0" * (-len(rec) % 8)
+
+
+def _dgrams(raw):
+    """The records of receive-ring bytes: [(payload, source port, control fields)]."""
+    out = []
+    while len(raw) >= DGRAM_HDR:
+        f = DGRAM.unpack_from(raw)
+        n, alen = f[0], f[1]
+        ctl = dict(zip(("ver", "has", "ttl", "tos", "hoplimit", "tclass", "ifindex4", "ifindex6", "spec_dst", "addr4",
+                        "addr6", "ts"), f[5:]))
+        out.append((raw[DGRAM_HDR:DGRAM_HDR + n], struct.unpack(">H", f[3][2:4])[0] if alen else None, ctl))
+        raw = raw[DGRAM_HDR + n + (-n % 8):]
+    return out
+
+
+@pytest.mark.parametrize("stack", ["shm", "kernel"])
+def test_forged_datagram_control_area(stackd, stack):
+    """The control area of a send record (sock.h "Control messages") is read from memory the program
+    writes: a version the engine does not know, bits it does not know, a TTL of 0 and a time stamp are
+    ignored; a source address (IP_PKTINFO) that is not this host's fails as the kernel's sendmsg does
+    (ENETUNREACH, as the socket's pending error). The receiving record carries what the receive options ask
+    for, from the kernel's cmsgs or made up by shm alike, and the engine goes on serving."""
+    c = Chan(stackd, stack)
+    r, _, rfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_DGRAM)
+    s, _, sfd = c.call("SOCKET", arg0=socket.AF_INET, arg1=socket.SOCK_DGRAM)
+    rport, sport = _port(), _port()
+    assert c.call("BIND", r, payload=inet("127.0.0.1", rport))[0] == 0
+    assert c.call("BIND", s, payload=inet("127.0.0.1", sport))[0] == 0
+    for opt in (8, 12, 13):  # IP_PKTINFO, IP_RECVTTL, IP_RECVTOS
+        assert c.call("SETSOCKOPT", r, arg0=socket.IPPROTO_IP, arg1=opt, payload=struct.pack("<i", 1))[0] == 0
+    assert c.u32(r, SLOT_RX_OPTS) == 0x07  # SL_SK_O_PKTINFO | RECVTTL | RECVTOS
+    ttl = int(open("/proc/sys/net/ipv4/ip_default_ttl").read())
+    dest = inet("127.0.0.1", rport)
+    c.send(s, sfd, _dgram(b"one", dest, ver=0x7777, has=0xffff, ttl=3, tos=9)
+           + _dgram(b"two", dest, has=0xffff, ttl=0, tos=0x28, ts=12345)
+           + _dgram(b"bad", dest, has=0x01, spec_dst=socket.inet_aton("192.0.2.1"))
+           + _dgram(b"three", dest, has=0x06, ttl=9, tos=0))
+    got = []
+    _wait(lambda: got.extend(_dgrams(c.recv(r))) or len(got) >= 3, "three datagrams")
+    assert [(p, port, x["ttl"], x["tos"]) for p, port, x in got] == [
+        (b"one", sport, ttl, 0), (b"two", sport, ttl, 0x28), (b"three", sport, 9, 0)], got
+    lo = socket.inet_aton("127.0.0.1")
+    for _, _, x in got:
+        assert x["ver"] == 1 and x["has"] == 0x07, x  # PKTINFO, TTL, TOS; no time stamp (not asked)
+        assert (x["ifindex4"], x["spec_dst"], x["addr4"]) == (1, lo, lo), x
+    _wait(lambda: c.u32(s, SLOT_ERROR) == errno.ENETUNREACH, "ENETUNREACH for the source address not of this host")
+    assert ctl(stackd, "status")["ok"]
+    for fd in (rfd, sfd):
         os.close(fd)
     c.close()
 
