@@ -1956,6 +1956,652 @@ out:
 	return why[0] ? -1 : 0;
 }
 
+/* ------------------------------------------- control messages of datagram sockets (cmsgs) */
+/* docs/sockets.md "Control messages". Each check states the cmsgs the kernel gives (levels, types,
+ * lengths, order, msg_controllen, msg_flags) and their values, so the plain run proves the
+ * expectation and the shim's run must meet it. */
+
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
+
+static const char *cm_name(int level, int type)
+{
+	static const struct {
+		int level, type;
+		const char *name;
+	} names[] = {
+		{ SOL_SOCKET, SCM_TIMESTAMP, "SCM_TIMESTAMP" },      { SOL_SOCKET, SCM_TIMESTAMPNS, "SCM_TIMESTAMPNS" },
+		{ SOL_SOCKET, SO_TIMESTAMP_NEW, "SO_TIMESTAMP_NEW" }, { SOL_SOCKET, SO_TIMESTAMPNS_NEW, "SO_TIMESTAMPNS_NEW" },
+		{ IPPROTO_IP, IP_PKTINFO, "IP_PKTINFO" },             { IPPROTO_IP, IP_TTL, "IP_TTL" },
+		{ IPPROTO_IP, IP_TOS, "IP_TOS" },                     { IPPROTO_IPV6, IPV6_PKTINFO, "IPV6_PKTINFO" },
+		{ IPPROTO_IPV6, IPV6_HOPLIMIT, "IPV6_HOPLIMIT" },     { IPPROTO_IPV6, IPV6_TCLASS, "IPV6_TCLASS" },
+	};
+	static char other[32];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].level == level && names[i].type == type)
+			return names[i].name;
+	snprintf(other, sizeof(other), "%d/%d", level, type);
+	return other;
+}
+
+/* the cmsgs a recvmsg left, walked as the kernel wrote them: "NAME:cmsg_len ... | controllen N
+ * flags F" (F: TRUNC, CTRUNC or 0) */
+static const char *cm_describe(const struct msghdr *m)
+{
+	static char d[512];
+	size_t n = 0, off = 0, cl = m->msg_controllen;
+	d[0] = 0;
+	while (m->msg_control && off + sizeof(struct cmsghdr) <= cl && n < sizeof(d) - 64) {
+		struct cmsghdr h;
+		memcpy(&h, (const char *)m->msg_control + off, sizeof(h));
+		n += (size_t)snprintf(d + n, sizeof(d) - n, "%s:%zu ", cm_name(h.cmsg_level, h.cmsg_type), (size_t)h.cmsg_len);
+		if (h.cmsg_len < sizeof(h))
+			break;
+		off += CMSG_ALIGN(h.cmsg_len);
+	}
+	snprintf(d + n, sizeof(d) - n, "| controllen %zu flags %s%s%s", cl, m->msg_flags & MSG_TRUNC ? "TRUNC " : "",
+		 m->msg_flags & MSG_CTRUNC ? "CTRUNC" : "", m->msg_flags & ~(MSG_TRUNC | MSG_CTRUNC) ? "other" :
+		 (m->msg_flags ? "" : "0"));
+	return d;
+}
+
+/* the data of the cmsg level/type in m, or NULL (and its length in *len) */
+static const uint8_t *cm_find(const struct msghdr *m, int level, int type, size_t *len)
+{
+	size_t off = 0, cl = m->msg_controllen;
+	while (m->msg_control && off + sizeof(struct cmsghdr) <= cl) {
+		struct cmsghdr h;
+		memcpy(&h, (const char *)m->msg_control + off, sizeof(h));
+		if (h.cmsg_len < sizeof(h))
+			return NULL;
+		if (h.cmsg_level == level && h.cmsg_type == type) {
+			*len = h.cmsg_len - CMSG_LEN(0);
+			return (const uint8_t *)m->msg_control + off + CMSG_LEN(0);
+		}
+		off += CMSG_ALIGN(h.cmsg_len);
+	}
+	return NULL;
+}
+
+static int cm_int(const struct msghdr *m, int level, int type)
+{
+	size_t len;
+	const uint8_t *d = cm_find(m, level, type, &len);
+	int v = -1;
+	if (d && len == sizeof(int))
+		memcpy(&v, d, sizeof(v));
+	return v;
+}
+
+static int64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* the timestamp cmsg's time (ns), -1 if none: SCM_TIMESTAMP (timeval) or SCM_TIMESTAMPNS (timespec) */
+static int64_t cm_time(const struct msghdr *m)
+{
+	size_t len;
+	const uint8_t *d = cm_find(m, SOL_SOCKET, SCM_TIMESTAMPNS, &len);
+	if (d && len == sizeof(struct timespec)) {
+		struct timespec ts;
+		memcpy(&ts, d, sizeof(ts));
+		return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	}
+	d = cm_find(m, SOL_SOCKET, SCM_TIMESTAMP, &len);
+	if (d && len == sizeof(struct timeval)) {
+		struct timeval tv;
+		memcpy(&tv, d, sizeof(tv));
+		return (int64_t)tv.tv_sec * 1000000000 + tv.tv_usec * 1000;
+	}
+	return -1;
+}
+
+struct cmrx {
+	struct msghdr m;
+	struct iovec iv;
+	struct sockaddr_storage from;
+	char data[64];
+	union {
+		struct cmsghdr align;
+		uint8_t b[256];
+	} ctl;
+};
+
+/* recvmsg of the next datagram (waiting for it) with `ctllen` bytes of control room (-1: msg_control
+ * NULL); the buffer beyond ctllen is 0xaa, which must stay so */
+static ssize_t cm_recv(int fd, struct cmrx *r, int ctllen, int flags)
+{
+	memset(r, 0, sizeof(*r));
+	memset(r->ctl.b, 0xaa, sizeof(r->ctl.b));
+	r->iv = (struct iovec){ r->data, sizeof(r->data) };
+	r->m = (struct msghdr){ .msg_name = &r->from, .msg_namelen = sizeof(r->from), .msg_iov = &r->iv,
+				.msg_iovlen = 1, .msg_control = ctllen < 0 ? NULL : r->ctl.b,
+				.msg_controllen = ctllen < 0 ? 0 : (size_t)ctllen };
+	if (!(wait_fd(fd, POLLIN, WAIT_MS) & POLLIN)) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	ssize_t n = recvmsg(fd, &r->m, flags);
+	for (int i = ctllen < 0 ? 0 : ctllen; i < (int)sizeof(r->ctl.b); i++)
+		if (r->ctl.b[i] != 0xaa) {
+			errno = EOVERFLOW; /* written past msg_controllen */
+			return -1;
+		}
+	return n;
+}
+
+static int set1(int fd, int level, int name, int v)
+{
+	return setsockopt(fd, level, name, &v, sizeof(v));
+}
+
+static const char *in4(const uint8_t *a)
+{
+	static char s[INET_ADDRSTRLEN];
+	return inet_ntop(AF_INET, a, s, sizeof(s));
+}
+
+static const char *in6(const uint8_t *a)
+{
+	static char s[INET6_ADDRSTRLEN];
+	return inet_ntop(AF_INET6, a, s, sizeof(s));
+}
+
+/* IP_PKTINFO is {ifindex 1 (lo), ipi_spec_dst and ipi_addr `dst`}: "" or what differs */
+static const char *pktinfo4_wrong(const struct msghdr *m, const char *dst)
+{
+	static char w[128];
+	size_t len;
+	const uint8_t *d = cm_find(m, IPPROTO_IP, IP_PKTINFO, &len);
+	struct in_pktinfo pi;
+	if (!d || len != sizeof(pi))
+		return "no IP_PKTINFO";
+	memcpy(&pi, d, sizeof(pi));
+	char spec[INET_ADDRSTRLEN];
+	snprintf(spec, sizeof(spec), "%s", in4((const uint8_t *)&pi.ipi_spec_dst));
+	if (pi.ipi_ifindex != 1 || strcmp(spec, dst) || strcmp(in4((const uint8_t *)&pi.ipi_addr), dst)) {
+		snprintf(w, sizeof(w), "IP_PKTINFO ifindex %d spec_dst %s addr %s, want 1 %s %s", pi.ipi_ifindex, spec,
+			 in4((const uint8_t *)&pi.ipi_addr), dst, dst);
+		return w;
+	}
+	return "";
+}
+
+static const char *pktinfo6_wrong(const struct msghdr *m, const char *dst)
+{
+	static char w[160];
+	size_t len;
+	const uint8_t *d = cm_find(m, IPPROTO_IPV6, IPV6_PKTINFO, &len);
+	struct in6_pktinfo pi;
+	if (!d || len != sizeof(pi))
+		return "no IPV6_PKTINFO";
+	memcpy(&pi, d, sizeof(pi));
+	if (pi.ipi6_ifindex != 1 || strcmp(in6((const uint8_t *)&pi.ipi6_addr), dst)) {
+		snprintf(w, sizeof(w), "IPV6_PKTINFO ifindex %u addr %s, want 1 %s", pi.ipi6_ifindex,
+			 in6((const uint8_t *)&pi.ipi6_addr), dst);
+		return w;
+	}
+	return "";
+}
+
+static int read_sysctl(const char *path, int dflt)
+{
+	FILE *f = fopen(path, "r");
+	int v = dflt;
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = dflt;
+		fclose(f);
+	}
+	return v;
+}
+
+/* a datagram's time stamp lies between the send and the receive (a second of slack each way: a
+ * clock step must not fail the check) */
+#define TS_OK(t, before, after) ((t) >= (before) - 1000000000 && (t) <= (after) + 1000000000)
+
+static int t_udp_cmsg_recv(void)
+{
+	int r = -1, s = -1, v;
+	struct sockaddr_storage ra;
+	struct cmrx x;
+	const int tos = 0x10, ttl = read_sysctl("/proc/sys/net/ipv4/ip_default_ttl", 64);
+	SYS(r = bound(AF_INET, SOCK_DGRAM, &ra));
+	SYS(s = socket(AF_INET, SOCK_DGRAM, 0));
+	SYS(set1(s, IPPROTO_IP, IP_TOS, tos));
+	/* no option on: no cmsgs, msg_controllen 0 */
+	CHECK(sendto(s, "0", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto: %s", strerror(errno));
+	CHECK(cm_recv(r, &x, 128, 0) == 1, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "| controllen 0 flags 0"), "no options on: %s", cm_describe(&x.m));
+	SYS(set1(r, IPPROTO_IP, IP_PKTINFO, 1));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTTL, 1));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTOS, 1));
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMPNS, 1));
+	SYS(getint(r, SOL_SOCKET, SO_TIMESTAMPNS, &v));
+	CHECK(v == 1, "SO_TIMESTAMPNS reads back %d", v);
+	SYS(getint(r, IPPROTO_IP, IP_RECVTTL, &v));
+	CHECK(v == 1, "IP_RECVTTL reads back %d", v);
+	int64_t before = realtime_ns();
+	CHECK(sendto(s, "a", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto: %s", strerror(errno));
+	CHECK(cm_recv(r, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	int64_t after = realtime_ns(), t = cm_time(&x.m);
+	CHECK(!strcmp(cm_describe(&x.m), "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 112 flags 0"),
+	      "all four on: %s", cm_describe(&x.m));
+	CHECK(TS_OK(t, before, after), "SCM_TIMESTAMPNS %lld is not between the send %lld and the receive %lld",
+	      (long long)t, (long long)before, (long long)after);
+	CHECK(!*pktinfo4_wrong(&x.m, "127.0.0.1"), "%s", pktinfo4_wrong(&x.m, "127.0.0.1"));
+	CHECK(cm_int(&x.m, IPPROTO_IP, IP_TTL) == ttl, "IP_TTL %d, want the default %d", cm_int(&x.m, IPPROTO_IP, IP_TTL), ttl);
+	size_t len;
+	const uint8_t *d = cm_find(&x.m, IPPROTO_IP, IP_TOS, &len);
+	CHECK(d && len == 1 && *d == tos, "IP_TOS %d, want the sender's %#x", d ? *d : -1, tos);
+	/* SO_TIMESTAMP replaces SO_TIMESTAMPNS (one stamp at a time, microseconds); MSG_PEEK gives the cmsgs too */
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMP, 1));
+	SYS(getint(r, SOL_SOCKET, SO_TIMESTAMPNS, &v));
+	CHECK(v == 0, "SO_TIMESTAMPNS reads %d after SO_TIMESTAMP", v);
+	before = realtime_ns();
+	CHECK(sendto(s, "b", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto");
+	CHECK(cm_recv(r, &x, 256, MSG_PEEK) == 1, "recvmsg MSG_PEEK: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "SCM_TIMESTAMP:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 112 flags 0"),
+	      "MSG_PEEK with SO_TIMESTAMP: %s", cm_describe(&x.m));
+	int64_t peeked = cm_time(&x.m);
+	CHECK(cm_recv(r, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	after = realtime_ns();
+	t = cm_time(&x.m);
+	CHECK(!strcmp(cm_describe(&x.m), "SCM_TIMESTAMP:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 112 flags 0"),
+	      "SO_TIMESTAMP: %s", cm_describe(&x.m));
+	CHECK(TS_OK(t, before, after) && t % 1000 == 0 && t == peeked,
+	      "SCM_TIMESTAMP %lld (peeked %lld) is not a microsecond between %lld and %lld", (long long)t,
+	      (long long)peeked, (long long)before, (long long)after);
+	/* the 64-bit forms: their own cmsg types */
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1));
+	CHECK(sendto(s, "n", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto");
+	CHECK(cm_recv(r, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "SO_TIMESTAMPNS_NEW:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 112 flags 0"),
+	      "SO_TIMESTAMPNS_NEW: %s", cm_describe(&x.m));
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMP, 1));
+	/* an option turned off takes its cmsg with it, at once */
+	SYS(set1(r, IPPROTO_IP, IP_RECVTTL, 0));
+	CHECK(sendto(s, "c", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto");
+	CHECK(cm_recv(r, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "SCM_TIMESTAMP:32 IP_PKTINFO:28 IP_TOS:17 | controllen 88 flags 0"),
+	      "IP_RECVTTL off: %s", cm_describe(&x.m));
+	SYS(set1(r, IPPROTO_IP, IP_PKTINFO, 0));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTOS, 0));
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMP, 0));
+	CHECK(sendto(s, "d", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto");
+	CHECK(cm_recv(r, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "| controllen 0 flags 0"), "all off again: %s", cm_describe(&x.m));
+	why[0] = 0;
+out:
+	xclose(&r), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+static int t_udp_cmsg_recv6(void)
+{
+	int r = -1, s = -1, d = -1, s4 = -1;
+	struct sockaddr_storage ra, da;
+	struct cmrx x;
+	const int tclass = 0x20, hops = 9;
+	SYS(r = bound(AF_INET6, SOCK_DGRAM, &ra));
+	SYS(s = socket(AF_INET6, SOCK_DGRAM, 0));
+	SYS(set1(s, IPPROTO_IPV6, IPV6_TCLASS, tclass));
+	SYS(set1(s, IPPROTO_IPV6, IPV6_UNICAST_HOPS, hops));
+	SYS(set1(r, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1));
+	SYS(set1(r, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1));
+	SYS(set1(r, IPPROTO_IPV6, IPV6_RECVTCLASS, 1));
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMPNS, 1));
+	int64_t before = realtime_ns();
+	CHECK(sendto(s, "6", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in6)) == 1, "sendto: %s", strerror(errno));
+	CHECK(cm_recv(r, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	int64_t after = realtime_ns(), t = cm_time(&x.m);
+	CHECK(!strcmp(cm_describe(&x.m),
+		      "SCM_TIMESTAMPNS:32 IPV6_PKTINFO:36 IPV6_HOPLIMIT:20 IPV6_TCLASS:20 | controllen 120 flags 0"),
+	      "IPv6, all four on: %s", cm_describe(&x.m));
+	CHECK(TS_OK(t, before, after), "SCM_TIMESTAMPNS %lld is not between %lld and %lld", (long long)t,
+	      (long long)before, (long long)after);
+	CHECK(!*pktinfo6_wrong(&x.m, "::1"), "%s", pktinfo6_wrong(&x.m, "::1"));
+	CHECK(cm_int(&x.m, IPPROTO_IPV6, IPV6_HOPLIMIT) == hops && cm_int(&x.m, IPPROTO_IPV6, IPV6_TCLASS) == tclass,
+	      "IPV6_HOPLIMIT %d IPV6_TCLASS %d, want the sender's %d %d", cm_int(&x.m, IPPROTO_IPV6, IPV6_HOPLIMIT),
+	      cm_int(&x.m, IPPROTO_IPV6, IPV6_TCLASS), hops, tclass);
+	/* an IPv6 socket on [::] gets an IPv4 datagram: IPV6_PKTINFO (IPv4-mapped), then the IPv4 cmsgs
+	 * its IP_ options ask for; no IPV6_HOPLIMIT for an IPv4 datagram */
+	SYS(d = socket(AF_INET6, SOCK_DGRAM, 0));
+	memset(&da, 0, sizeof(da));
+	((struct sockaddr_in6 *)&da)->sin6_family = AF_INET6;
+	socklen_t dl = sizeof(struct sockaddr_in6);
+	SYS(bind(d, (struct sockaddr *)&da, dl));
+	SYS(getsockname(d, (struct sockaddr *)&da, &dl));
+	SYS(set1(d, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1));
+	SYS(set1(d, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1));
+	SYS(set1(d, IPPROTO_IP, IP_PKTINFO, 1));
+	SYS(set1(d, IPPROTO_IP, IP_RECVTTL, 1));
+	SYS(s4 = socket(AF_INET, SOCK_DGRAM, 0));
+	struct sockaddr_storage to4;
+	loopback(AF_INET, &to4, port_of(&da));
+	CHECK(sendto(s4, "4", 1, 0, (struct sockaddr *)&to4, sizeof(struct sockaddr_in)) == 1, "sendto: %s", strerror(errno));
+	CHECK(cm_recv(d, &x, 256, 0) == 1, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "IPV6_PKTINFO:36 IP_PKTINFO:28 IP_TTL:20 | controllen 96 flags 0"),
+	      "an IPv4 datagram to an IPv6 socket: %s", cm_describe(&x.m));
+	CHECK(!*pktinfo6_wrong(&x.m, "::ffff:127.0.0.1"), "%s", pktinfo6_wrong(&x.m, "::ffff:127.0.0.1"));
+	CHECK(!*pktinfo4_wrong(&x.m, "127.0.0.1"), "%s", pktinfo4_wrong(&x.m, "127.0.0.1"));
+	why[0] = 0;
+out:
+	xclose(&r), xclose(&s), xclose(&d), xclose(&s4);
+	return why[0] ? -1 : 0;
+}
+
+/* msg_controllen too small: what fits is written (a cmsg cut to the room left, its cmsg_len saying
+ * so), MSG_CTRUNC says the rest is missing, nothing is written past msg_controllen */
+static int t_udp_cmsg_ctrunc(void)
+{
+	int r = -1, s = -1;
+	struct sockaddr_storage ra;
+	struct cmrx x;
+	static const struct {
+		int room;
+		const char *want;
+	} cases[] = {
+		{ -1, "| controllen 0 flags CTRUNC" },
+		{ 0, "| controllen 0 flags CTRUNC" },
+		{ 10, "| controllen 0 flags CTRUNC" },
+		{ 40, "SCM_TIMESTAMPNS:32 | controllen 32 flags CTRUNC" },
+		{ 48, "SCM_TIMESTAMPNS:32 IP_PKTINFO:16 | controllen 48 flags CTRUNC" },
+		{ 60, "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 | controllen 60 flags CTRUNC" },
+		{ 70, "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 | controllen 64 flags CTRUNC" },
+		{ 100, "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 IP_TTL:20 | controllen 88 flags CTRUNC" },
+		{ 110, "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 110 flags 0" },
+		{ 112, "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 112 flags 0" },
+		{ 200, "SCM_TIMESTAMPNS:32 IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 112 flags 0" },
+	};
+	SYS(r = bound(AF_INET, SOCK_DGRAM, &ra));
+	SYS(s = socket(AF_INET, SOCK_DGRAM, 0));
+	SYS(set1(r, IPPROTO_IP, IP_PKTINFO, 1));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTTL, 1));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTOS, 1));
+	SYS(set1(r, SOL_SOCKET, SO_TIMESTAMPNS, 1));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(sendto(s, "t", 1, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 1, "sendto");
+		ssize_t n = cm_recv(r, &x, cases[i].room, 0);
+		CHECK(n == 1, "recvmsg with %d bytes of control room: %zd %s", cases[i].room, n, strerror(errno));
+		CHECK(!strcmp(cm_describe(&x.m), cases[i].want), "%d bytes of control room: %s, want %s", cases[i].room,
+		      cm_describe(&x.m), cases[i].want);
+	}
+	/* both truncations at once */
+	char big[40];
+	memset(big, 'x', sizeof(big));
+	CHECK(sendto(s, big, sizeof(big), 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == (ssize_t)sizeof(big),
+	      "sendto");
+	CHECK(wait_fd(r, POLLIN, WAIT_MS) & POLLIN, "not readable");
+	uint8_t cb[40];
+	struct iovec iv = { big, 10 };
+	struct msghdr m = { .msg_iov = &iv, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
+	CHECK(recvmsg(r, &m, 0) == 10, "recvmsg into 10 bytes: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&m), "SCM_TIMESTAMPNS:32 | controllen 32 flags TRUNC CTRUNC"),
+	      "data and control cut: %s", cm_describe(&m));
+	why[0] = 0;
+out:
+	xclose(&r), xclose(&s);
+	return why[0] ? -1 : 0;
+}
+
+/* a sendmsg with the cmsgs given: the result, errno in *err */
+static ssize_t cm_send(int fd, const struct sockaddr_storage *to, socklen_t tolen, const void *ctl, size_t ctllen,
+		       const char *data, int *err)
+{
+	struct iovec iv = { (void *)data, strlen(data) };
+	struct msghdr m = { .msg_name = (void *)to, .msg_namelen = to ? tolen : 0, .msg_iov = &iv, .msg_iovlen = 1,
+			    .msg_control = (void *)ctl, .msg_controllen = ctllen };
+	ssize_t n = sendmsg(fd, &m, 0);
+	*err = n < 0 ? errno : 0;
+	return n;
+}
+
+/* cmsgs into buf: (level, type, length of data, data)... ; the bytes used */
+static size_t cm_build(uint8_t *buf, int level, int type, const void *data, size_t len)
+{
+	struct cmsghdr h = { .cmsg_len = CMSG_LEN(len), .cmsg_level = level, .cmsg_type = type };
+	memset(buf, 0, CMSG_SPACE(len));
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + CMSG_LEN(0), data, len);
+	return CMSG_SPACE(len);
+}
+
+static int t_udp_cmsg_send(void)
+{
+	int r = -1, s = -1, r6 = -1, s6 = -1, err;
+	struct sockaddr_storage ra, sa, ra6, mapped;
+	struct cmrx x;
+	union {
+		struct cmsghdr align;
+		uint8_t b[256];
+	} cb;
+	size_t n;
+	int v, ttl = read_sysctl("/proc/sys/net/ipv4/ip_default_ttl", 64);
+	SYS(r = bound(AF_INET, SOCK_DGRAM, &ra));
+	SYS(s = bound(AF_INET, SOCK_DGRAM, &sa));
+	SYS(set1(r, IPPROTO_IP, IP_PKTINFO, 1));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTTL, 1));
+	SYS(set1(r, IPPROTO_IP, IP_RECVTOS, 1));
+	/* per datagram: IP_TTL 7, IP_TOS 0x28 (one byte), IP_PKTINFO with source 127.0.0.5 */
+	v = 7;
+	n = cm_build(cb.b, IPPROTO_IP, IP_TTL, &v, sizeof(v));
+	uint8_t tos = 0x28;
+	n += cm_build(cb.b + n, IPPROTO_IP, IP_TOS, &tos, 1);
+	struct in_pktinfo pi = { 0 };
+	inet_pton(AF_INET, "127.0.0.5", &pi.ipi_spec_dst);
+	n += cm_build(cb.b + n, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+	CHECK(cm_send(s, &ra, sizeof(struct sockaddr_in), cb.b, n, "p1", &err) == 2, "sendmsg: %s", strerror(err));
+	CHECK(cm_recv(r, &x, 256, 0) == 2, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "IP_PKTINFO:28 IP_TTL:20 IP_TOS:17 | controllen 80 flags 0"), "%s",
+	      cm_describe(&x.m));
+	CHECK(cm_int(&x.m, IPPROTO_IP, IP_TTL) == 7, "IP_TTL %d, want the sendmsg's 7", cm_int(&x.m, IPPROTO_IP, IP_TTL));
+	size_t len;
+	const uint8_t *d = cm_find(&x.m, IPPROTO_IP, IP_TOS, &len);
+	CHECK(d && *d == 0x28, "IP_TOS %d, want the sendmsg's 0x28", d ? *d : -1);
+	CHECK(!strcmp(in4((const uint8_t *)&((struct sockaddr_in *)&x.from)->sin_addr), "127.0.0.5") &&
+	      port_of(&x.from) == port_of(&sa), "the source is %s:%u, want IP_PKTINFO's 127.0.0.5 and the sender's port",
+	      in4((const uint8_t *)&((struct sockaddr_in *)&x.from)->sin_addr), port_of(&x.from));
+	CHECK(!*pktinfo4_wrong(&x.m, "127.0.0.1"), "%s", pktinfo4_wrong(&x.m, "127.0.0.1"));
+	/* the next datagram without cmsgs has the socket's own again */
+	CHECK(sendto(s, "p2", 2, 0, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)) == 2, "sendto");
+	CHECK(cm_recv(r, &x, 256, 0) == 2, "recvmsg: %s", strerror(errno));
+	d = cm_find(&x.m, IPPROTO_IP, IP_TOS, &len);
+	CHECK(cm_int(&x.m, IPPROTO_IP, IP_TTL) == ttl && d && *d == 0 && same_addr(&x.from, &sa),
+	      "after a sendmsg with cmsgs a plain send has TTL %d TOS %d (want %d 0) and the bound source",
+	      cm_int(&x.m, IPPROTO_IP, IP_TTL), d ? *d : -1, ttl);
+	/* IP_TOS as an int; a connected socket's sendmsg without an address */
+	SYS(connect(s, (struct sockaddr *)&ra, sizeof(struct sockaddr_in)));
+	v = 0xb8;
+	n = cm_build(cb.b, IPPROTO_IP, IP_TOS, &v, sizeof(v));
+	v = 3;
+	n += cm_build(cb.b + n, IPPROTO_IP, IP_TTL, &v, sizeof(v));
+	CHECK(cm_send(s, NULL, 0, cb.b, n, "p3", &err) == 2, "connected sendmsg: %s", strerror(err));
+	CHECK(cm_recv(r, &x, 256, 0) == 2, "recvmsg: %s", strerror(errno));
+	d = cm_find(&x.m, IPPROTO_IP, IP_TOS, &len);
+	CHECK(cm_int(&x.m, IPPROTO_IP, IP_TTL) == 3 && d && *d == 0xb8, "connected: TTL %d TOS %#x, want 3 0xb8",
+	      cm_int(&x.m, IPPROTO_IP, IP_TTL), d ? *d : -1);
+	/* what the kernel refuses: EINVAL, and nothing is sent */
+	static const struct {
+		int type, val;
+		size_t len;
+		const char *what;
+	} bad[] = {
+		{ IP_TTL, 0, sizeof(int), "IP_TTL 0" },
+		{ IP_TTL, 256, sizeof(int), "IP_TTL 256" },
+		{ IP_TTL, 5, 1, "IP_TTL of one byte" },
+		{ IP_TOS, 256, sizeof(int), "IP_TOS 256" },
+		{ IP_TOS, 1, 2, "IP_TOS of two bytes" },
+		{ IP_PKTINFO, 0, 8, "IP_PKTINFO of 8 bytes" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint8_t val[16] = { 0 };
+		memcpy(val, &bad[i].val, sizeof(int));
+		n = cm_build(cb.b, IPPROTO_IP, bad[i].type, val, bad[i].len);
+		ssize_t w = cm_send(s, NULL, 0, cb.b, n, "no", &err);
+		CHECK(w < 0 && err == EINVAL, "sendmsg with %s: %zd %s, want EINVAL", bad[i].what, w, strerror(err));
+	}
+	v = 5;
+	n = cm_build(cb.b, IPPROTO_IP, IP_TTL, &v, sizeof(v));
+	struct cmsghdr h;
+	memcpy(&h, cb.b, sizeof(h));
+	h.cmsg_len = n + 8; /* longer than msg_controllen */
+	memcpy(cb.b, &h, sizeof(h));
+	ssize_t w = cm_send(s, NULL, 0, cb.b, n, "no", &err);
+	CHECK(w < 0 && err == EINVAL, "sendmsg with a cmsg_len past msg_controllen: %zd %s, want EINVAL", w, strerror(err));
+	CHECK(send(s, "p4", 2, 0) == 2, "send");
+	CHECK(cm_recv(r, &x, 256, 0) == 2 && !memcmp(x.data, "p4", 2), "the datagram after the refused ones: %s",
+	      strerror(errno));
+	/* IPv6: IPV6_HOPLIMIT, IPV6_TCLASS, IPV6_PKTINFO per datagram; -1 is the socket's own */
+	SYS(r6 = bound(AF_INET6, SOCK_DGRAM, &ra6));
+	SYS(s6 = socket(AF_INET6, SOCK_DGRAM, 0));
+	SYS(set1(s6, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 9));
+	SYS(set1(r6, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1));
+	SYS(set1(r6, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1));
+	SYS(set1(r6, IPPROTO_IPV6, IPV6_RECVTCLASS, 1));
+	v = 7;
+	n = cm_build(cb.b, IPPROTO_IPV6, IPV6_HOPLIMIT, &v, sizeof(v));
+	v = 0x28;
+	n += cm_build(cb.b + n, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v));
+	struct in6_pktinfo pi6 = { .ipi6_addr = in6addr_loopback };
+	n += cm_build(cb.b + n, IPPROTO_IPV6, IPV6_PKTINFO, &pi6, sizeof(pi6));
+	CHECK(cm_send(s6, &ra6, sizeof(struct sockaddr_in6), cb.b, n, "q1", &err) == 2, "sendmsg IPv6: %s", strerror(err));
+	CHECK(cm_recv(r6, &x, 256, 0) == 2, "recvmsg: %s", strerror(errno));
+	CHECK(!strcmp(cm_describe(&x.m), "IPV6_PKTINFO:36 IPV6_HOPLIMIT:20 IPV6_TCLASS:20 | controllen 88 flags 0"), "%s",
+	      cm_describe(&x.m));
+	CHECK(cm_int(&x.m, IPPROTO_IPV6, IPV6_HOPLIMIT) == 7 && cm_int(&x.m, IPPROTO_IPV6, IPV6_TCLASS) == 0x28,
+	      "IPV6_HOPLIMIT %d IPV6_TCLASS %d, want the sendmsg's 7 0x28", cm_int(&x.m, IPPROTO_IPV6, IPV6_HOPLIMIT),
+	      cm_int(&x.m, IPPROTO_IPV6, IPV6_TCLASS));
+	v = -1;
+	n = cm_build(cb.b, IPPROTO_IPV6, IPV6_HOPLIMIT, &v, sizeof(v));
+	n += cm_build(cb.b + n, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v));
+	CHECK(cm_send(s6, &ra6, sizeof(struct sockaddr_in6), cb.b, n, "q2", &err) == 2, "sendmsg IPv6 -1: %s", strerror(err));
+	CHECK(cm_recv(r6, &x, 256, 0) == 2, "recvmsg: %s", strerror(errno));
+	/* -1: the socket's hop limit; a traffic class of -1 goes out as 0xff on Linux 6.x (ipcm6_init_sk),
+	 * as the socket's 0 on kernels that resolve it */
+	v = cm_int(&x.m, IPPROTO_IPV6, IPV6_TCLASS);
+	CHECK(cm_int(&x.m, IPPROTO_IPV6, IPV6_HOPLIMIT) == 9 && (v == 0xff || v == 0),
+	      "-1: IPV6_HOPLIMIT %d IPV6_TCLASS %d, want the socket's 9, and 255 or 0",
+	      cm_int(&x.m, IPPROTO_IPV6, IPV6_HOPLIMIT), v);
+	v = 256;
+	n = cm_build(cb.b, IPPROTO_IPV6, IPV6_HOPLIMIT, &v, sizeof(v));
+	w = cm_send(s6, &ra6, sizeof(struct sockaddr_in6), cb.b, n, "no", &err);
+	CHECK(w < 0 && err == EINVAL, "IPV6_HOPLIMIT 256: %zd %s, want EINVAL", w, strerror(err));
+	v = -2;
+	n = cm_build(cb.b, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v));
+	w = cm_send(s6, &ra6, sizeof(struct sockaddr_in6), cb.b, n, "no", &err);
+	CHECK(w < 0 && err == EINVAL, "IPV6_TCLASS -2: %zd %s, want EINVAL", w, strerror(err));
+	/* an IPv6 socket to an IPv4-mapped address: the IPv4 cmsgs count, IPV6_HOPLIMIT does not, an
+	 * IPV6_PKTINFO must be IPv4-mapped */
+	memset(&mapped, 0, sizeof(mapped));
+	struct sockaddr_in6 *m6 = (struct sockaddr_in6 *)&mapped;
+	m6->sin6_family = AF_INET6;
+	m6->sin6_port = htons(port_of(&ra));
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &m6->sin6_addr);
+	v = 5;
+	n = cm_build(cb.b, IPPROTO_IP, IP_TTL, &v, sizeof(v));
+	v = 11;
+	n += cm_build(cb.b + n, IPPROTO_IPV6, IPV6_HOPLIMIT, &v, sizeof(v));
+	CHECK(cm_send(s6, &mapped, sizeof(*m6), cb.b, n, "q3", &err) == 2, "sendmsg to IPv4-mapped: %s", strerror(err));
+	CHECK(cm_recv(r, &x, 256, 0) == 2 && !memcmp(x.data, "q3", 2), "recvmsg: %s", strerror(errno));
+	CHECK(cm_int(&x.m, IPPROTO_IP, IP_TTL) == 5, "IPv6 socket to IPv4 with IP_TTL 5: TTL %d",
+	      cm_int(&x.m, IPPROTO_IP, IP_TTL));
+	n = cm_build(cb.b, IPPROTO_IPV6, IPV6_PKTINFO, &pi6, sizeof(pi6));
+	w = cm_send(s6, &mapped, sizeof(*m6), cb.b, n, "no", &err);
+	CHECK(w < 0 && err == EINVAL, "IPV6_PKTINFO ::1 to an IPv4 address: %zd %s, want EINVAL", w, strerror(err));
+	why[0] = 0;
+out:
+	xclose(&r), xclose(&s), xclose(&r6), xclose(&s6);
+	return why[0] ? -1 : 0;
+}
+
+/* the options behind them: the values getsockopt reads back, and what setsockopt refuses */
+static int t_udp_cmsg_opts(void)
+{
+	int u = -1, u6 = -1, v;
+	char one = 1;
+	int ttl = read_sysctl("/proc/sys/net/ipv4/ip_default_ttl", 64);
+	int hops = read_sysctl("/proc/sys/net/ipv6/conf/all/hop_limit", 64);
+	SYS(u = socket(AF_INET, SOCK_DGRAM, 0));
+	SYS(u6 = socket(AF_INET6, SOCK_DGRAM, 0));
+	SYS(getint(u, IPPROTO_IP, IP_TTL, &v));
+	CHECK(v == ttl, "IP_TTL %d, want the default %d", v, ttl);
+	SYS(set1(u, IPPROTO_IP, IP_TTL, 33));
+	SYS(getint(u, IPPROTO_IP, IP_TTL, &v));
+	CHECK(v == 33, "IP_TTL reads %d after 33", v);
+	SYS(set1(u, IPPROTO_IP, IP_TTL, -1));
+	SYS(getint(u, IPPROTO_IP, IP_TTL, &v));
+	CHECK(v == ttl, "IP_TTL reads %d after -1, want the default %d", v, ttl);
+	CHECK(set1(u, IPPROTO_IP, IP_TTL, 0) < 0 && errno == EINVAL, "IP_TTL 0: want EINVAL");
+	CHECK(set1(u, IPPROTO_IP, IP_TTL, 256) < 0 && errno == EINVAL, "IP_TTL 256: want EINVAL");
+	SYS(set1(u, IPPROTO_IP, IP_TOS, 0x1ff));
+	SYS(getint(u, IPPROTO_IP, IP_TOS, &v));
+	CHECK(v == 0xff, "IP_TOS reads %#x after 0x1ff, want 0xff", v);
+	SYS(set1(u, IPPROTO_IP, IP_PKTINFO, 2));
+	SYS(getint(u, IPPROTO_IP, IP_PKTINFO, &v));
+	CHECK(v == 1, "IP_PKTINFO reads %d after 2", v);
+	SYS(setsockopt(u, IPPROTO_IP, IP_RECVTTL, &one, 1)); /* IPv4 options take one byte too */
+	SYS(getint(u, IPPROTO_IP, IP_RECVTTL, &v));
+	CHECK(v == 1, "IP_RECVTTL reads %d after a one-byte 1", v);
+	CHECK(set1(u, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) < 0 && errno == ENOPROTOOPT,
+	      "IPV6_RECVPKTINFO on an IPv4 socket: %s, want ENOPROTOOPT", strerror(errno));
+	CHECK(getint(u, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v) < 0 && errno == EOPNOTSUPP,
+	      "getsockopt IPV6_UNICAST_HOPS on an IPv4 socket: %s, want EOPNOTSUPP", strerror(errno));
+	SYS(getint(u6, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v));
+	CHECK(v == hops, "IPV6_UNICAST_HOPS %d, want the default %d", v, hops);
+	CHECK(set1(u6, IPPROTO_IPV6, IPV6_UNICAST_HOPS, -2) < 0 && errno == EINVAL, "IPV6_UNICAST_HOPS -2: want EINVAL");
+	CHECK(set1(u6, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 256) < 0 && errno == EINVAL, "IPV6_UNICAST_HOPS 256: want EINVAL");
+	SYS(set1(u6, IPPROTO_IPV6, IPV6_TCLASS, 0x40));
+	SYS(set1(u6, IPPROTO_IPV6, IPV6_TCLASS, -1));
+	SYS(getint(u6, IPPROTO_IPV6, IPV6_TCLASS, &v));
+	CHECK(v == 0, "IPV6_TCLASS reads %d after -1, want 0", v);
+	CHECK(set1(u6, IPPROTO_IPV6, IPV6_TCLASS, 256) < 0 && errno == EINVAL, "IPV6_TCLASS 256: want EINVAL");
+	CHECK(setsockopt(u6, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, 1) < 0 && errno == EINVAL,
+	      "IPV6_RECVPKTINFO of one byte: want EINVAL");
+	SYS(set1(u6, IPPROTO_IPV6, IPV6_RECVTCLASS, 1));
+	SYS(getint(u6, IPPROTO_IPV6, IPV6_RECVTCLASS, &v));
+	CHECK(v == 1, "IPV6_RECVTCLASS reads %d", v);
+	SYS(set1(u6, IPPROTO_IP, IP_RECVTOS, 1)); /* the IPv4 options of an IPv6 socket (its IPv4 datagrams) */
+	SYS(getint(u6, IPPROTO_IP, IP_RECVTOS, &v));
+	CHECK(v == 1, "IP_RECVTOS of an IPv6 socket reads %d", v);
+	/* one time stamp at a time: the last of SO_TIMESTAMP / SO_TIMESTAMPNS asked */
+	CHECK(setsockopt(u, SOL_SOCKET, SO_TIMESTAMP, &one, 1) < 0 && errno == EINVAL, "SO_TIMESTAMP of one byte: want EINVAL");
+	SYS(set1(u, SOL_SOCKET, SO_TIMESTAMPNS, 1));
+	int ts, tsns;
+	SYS(getint(u, SOL_SOCKET, SO_TIMESTAMP, &ts));
+	SYS(getint(u, SOL_SOCKET, SO_TIMESTAMPNS, &tsns));
+	CHECK(ts == 0 && tsns == 1, "after SO_TIMESTAMPNS: SO_TIMESTAMP %d SO_TIMESTAMPNS %d, want 0 1", ts, tsns);
+	SYS(set1(u, SOL_SOCKET, SO_TIMESTAMP, 1));
+	SYS(getint(u, SOL_SOCKET, SO_TIMESTAMP, &ts));
+	SYS(getint(u, SOL_SOCKET, SO_TIMESTAMPNS, &tsns));
+	CHECK(ts == 1 && tsns == 0, "after SO_TIMESTAMP: SO_TIMESTAMP %d SO_TIMESTAMPNS %d, want 1 0", ts, tsns);
+	SYS(set1(u, SOL_SOCKET, SO_TIMESTAMPNS, 0));
+	SYS(getint(u, SOL_SOCKET, SO_TIMESTAMP, &ts));
+	CHECK(ts == 0, "SO_TIMESTAMPNS 0 leaves SO_TIMESTAMP %d, want 0", ts);
+	/* with the 64-bit forms: what each of the four reads after each is set */
+	static const int tsopt[4] = { SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMP_NEW, SO_TIMESTAMPNS_NEW };
+	static const char *const tsread[4] = { "1000", "0100", "0010", "0011" };
+	for (int i = 0; i < 4; i++) {
+		char got[5] = { 0 };
+		SYS(set1(u, SOL_SOCKET, tsopt[i], 1));
+		for (int k = 0; k < 4; k++) {
+			SYS(getint(u, SOL_SOCKET, tsopt[k], &v));
+			got[k] = (char)('0' + v);
+		}
+		CHECK(!strcmp(got, tsread[i]), "after time stamp option %d: SO_TIMESTAMP, NS, _NEW, NS_NEW read %s, want %s",
+		      tsopt[i], got, tsread[i]);
+	}
+	why[0] = 0;
+out:
+	xclose(&u), xclose(&u6);
+	return why[0] ? -1 : 0;
+}
+
 /* fill the peer until send says EAGAIN and the socket is not writable; the peer's reading makes
  * it writable again, and every byte arrives */
 static int t_send_full(void)
@@ -2374,6 +3020,11 @@ static const struct check {
 	{ "udp", t_udp },
 	{ "udp_trunc", t_udp_trunc },
 	{ "sockopts", t_sockopts },
+	{ "udp_cmsg_recv", t_udp_cmsg_recv },
+	{ "udp_cmsg_recv6", t_udp_cmsg_recv6 },
+	{ "udp_cmsg_ctrunc", t_udp_cmsg_ctrunc },
+	{ "udp_cmsg_send", t_udp_cmsg_send },
+	{ "udp_cmsg_opts", t_udp_cmsg_opts },
 	{ "send_full", t_send_full },
 	{ "transfer_4mib", t_transfer_4mib },
 	{ "blocking_recv_wakeup", t_blocking_recv_wakeup },
