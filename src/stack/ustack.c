@@ -310,24 +310,7 @@ int ustack_init(const struct ustack_cfg *c)
 		sk_log("user stack: lwIP refused the interface");
 		return -1;
 	}
-	netif_create_ip6_linklocal_address(&U.netif, 1);
-	netif_ip6_addr_set_state(&U.netif, 0, IP6_ADDR_PREFERRED);
-	for (unsigned i = 0; i < c->naddrs; i++) {
-		if (c->addrs[i].family != AF_INET6)
-			continue;
-		ip6_addr_t a6;
-		memcpy(a6.addr, c->addrs[i].addr, 16);
-		ip6_addr_clear_zone(&a6);
-		s8_t idx;
-		if (netif_add_ip6_address(&U.netif, &a6, &idx) != ERR_OK) {
-			sk_log("user stack: lwIP takes at most %d IPv6 addresses", LWIP_IPV6_NUM_ADDRESSES - 1);
-			return -1;
-		}
-		netif_ip6_addr_set_state(&U.netif, idx, IP6_ADDR_PREFERRED); /* configured: no DAD wait */
-	}
 	netif_set_default(&U.netif);
-	netif_set_up(&U.netif);
-	netif_set_link_up(&U.netif);
 	/* loopback, as a host's lo: Debian's lwIP has no loopif of its own (LWIP_HAVE_LOOPIF 0) */
 	ip4_addr_t l4, lm;
 	IP4_ADDR(&l4, 127, 0, 0, 1);
@@ -365,7 +348,35 @@ int ustack_init(const struct ustack_cfg *c)
 	U.ev_rx.kind = EV_USTACK;
 	U.ev_sock.kind = EV_USTACK;
 	U.on = true;
+	/* the interface comes up (its first MLD reports and router solicitation) once sluiced's first
+	 * empty buffers are in hand: a frame made before would be lost for want of one */
+	for (int i = 0; i < 500 && sl_nf_supply(U.nf) == 0; i++) {
+		if (sl_nf_poll(U.nf, on_frames, NULL) < 0)
+			break;
+		if (sl_nf_supply(U.nf) == 0)
+			usleep(1000);
+	}
+	netif_create_ip6_linklocal_address(&U.netif, 1);
+	netif_ip6_addr_set_state(&U.netif, 0, IP6_ADDR_PREFERRED);
+	for (unsigned i = 0; i < c->naddrs; i++) {
+		if (c->addrs[i].family != AF_INET6)
+			continue;
+		ip6_addr_t a6;
+		memcpy(a6.addr, c->addrs[i].addr, 16);
+		ip6_addr_clear_zone(&a6);
+		s8_t idx;
+		if (netif_add_ip6_address(&U.netif, &a6, &idx) != ERR_OK) {
+			sk_log("user stack: lwIP takes at most %d IPv6 addresses", LWIP_IPV6_NUM_ADDRESSES - 1);
+			goto fail;
+		}
+		netif_ip6_addr_set_state(&U.netif, idx, IP6_ADDR_PREFERRED); /* configured: no DAD wait */
+	}
+	netif_set_up(&U.netif);
+	netif_set_link_up(&U.netif);
 	return 0;
+fail:
+	ustack_fini();
+	return -1;
 }
 
 void ustack_fini(void)

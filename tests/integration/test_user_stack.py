@@ -83,11 +83,12 @@ stack:
         sluice_cli(socket_dir, "down", check=False, timeout=60)
 
 
-def run_under(net, socket_dir, argv, log):  # noqa: F811
+def run_under(net, socket_dir, argv, log, rate=None):  # noqa: F811
     """A program under `sluice run --stack user` (the CLI of this checkout)."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     return net.popen([sys.executable, "-m", "sluice", "run", "--socket-dir", socket_dir, "--stack", "user",
-                      "--build-dir", BUILD, "--", *argv], stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
+                      *(["--rate", rate] if rate else []), "--build-dir", BUILD, "--", *argv],
+                     stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
 
 
 def api_stack(socket_dir, cmd):
@@ -215,10 +216,17 @@ def test_nginx_redis_iperf3_through_the_chain(deployment):
 
 def test_firewall_drop_times_out_and_sigkill_of_the_stack(deployment):
     net, socket_dir, wd = deployment  # noqa: F811
-    conf, _ = nginx_conf(wd)
-    ngx = run_under(net, socket_dir, ["nginx", "-c", conf], wd / "nginx.log")
+    conf, www = nginx_conf(wd)
+    # a program with a token bucket (--rate): the engine holds its sends to the rate, per program
+    ngx = run_under(net, socket_dir, ["nginx", "-c", conf], wd / "nginx.log", rate="40M")
     wait_until(lambda: sh("curl", "-s", "-m", "1", f"http://{STACK4}:8080/", ns=NS, check=False).returncode == 0,
                15, "nginx answering on the user stack")
+    out = wd / "big.out"
+    sh("curl", "-sS", "-m", "30", "-o", out, f"http://{STACK4}:8080/big.bin", ns=NS)
+    assert out.read_bytes() == (www / "big.bin").read_bytes()
+    app = next(a for a in api_stack(socket_dir, "stats")["apps"] if a["name"].startswith("nginx"))
+    assert app["stack"] == "user" and app["rate_bps"] == 40_000_000 and app["throttled"] > 0, app
+    assert app["tx_bytes"] >= 2_000_000 and app["conns_user"] >= 2, app
 
     # a rule that drops the port: the client's SYNs die in the firewall, its connect times out (not refused)
     (wd / "fw.rules").write_text(FW_RULES.replace("allow proto tcp dport 8080", "drop proto tcp dport 8080"))
@@ -283,3 +291,58 @@ def test_run_user_without_the_module_says_so(workdir):  # noqa: F811
     finally:
         stackd.terminate()
         stackd.wait(10)
+
+
+# ---------------------------------------------------------------- config (stack.user): errors name the field
+
+def _user_cfg(**user):
+    u = {"addresses": ["10.0.0.1/24", "fd00::1/64"], "egress_chain": "out"}
+    u.update(user)
+    u = {k: v for k, v in u.items() if v is not None}
+    return {"ports": [{"name": "p0", "vdev": "net_null0", "chain": "in"}],
+            "chains": [{"name": "in", "nfs": ["fw", "stack"]}, {"name": "out", "nfs": ["stack", "fw"], "exit": "p0"}],
+            "nfs": [{"name": "fw", "program": "fwd"}],
+            "stack": {"user": u}}
+
+
+USER_CONFIG_ERRORS = [
+    ("no_addresses", _user_cfg(addresses=None), "stack.user.addresses", "required"),
+    ("bad_address", _user_cfg(addresses=["10.0.0.300/24"]), "stack.user.addresses[0]", "not an IPv4 or IPv6"),
+    ("two_ipv4", _user_cfg(addresses=["10.0.0.1/24", "10.0.1.1/24"]), "stack.user.addresses[1]", "second IPv4"),
+    ("loopback", _user_cfg(addresses=["127.0.0.2/8"]), "stack.user.addresses[0]", "loopback"),
+    ("gateway_off_prefix", _user_cfg(gateway="10.9.9.9"), "stack.user.gateway", "not on the IPv4 prefix"),
+    ("mtu_too_big", _user_cfg(mtu=9000), "stack.user.mtu", "does not fit sluiced's buffers"),
+    ("bad_mac", _user_cfg(mac="01:00:5e:00:00:01"), "stack.user.mac", "multicast"),
+    ("unknown_egress", _user_cfg(egress_chain="nosuch"), "stack.user.egress_chain", "unknown chain"),
+    ("egress_not_from_stack", _user_cfg(egress_chain="in"), "stack.user.egress_chain", "must start with"),
+    ("unknown_key", _user_cfg(bogus=1), "stack.user.bogus", "unknown"),
+]
+
+
+@pytest.mark.parametrize("case,cfg,field,words", USER_CONFIG_ERRORS, ids=[c[0] for c in USER_CONFIG_ERRORS])
+def test_user_config_errors_name_the_field(case, cfg, field, words):
+    from sluice import config as sc
+    with pytest.raises(sc.ConfigError) as e:
+        sc.normalize(cfg, check_programs=False)
+    assert str(e.value).startswith(field + ":") and words in str(e.value), str(e.value)
+
+
+def test_user_config_chains():
+    from sluice import config as sc
+    cfg = _user_cfg()
+    cfg["chains"][0]["exit"] = "p0"  # an ingress chain goes nowhere after the stack
+    with pytest.raises(sc.ConfigError, match=r"^chains\[0\]\.exit: the stack's service 'stack' takes in"):
+        sc.normalize(cfg, check_programs=False)
+    cfg = _user_cfg()
+    cfg["ports"][0]["chain"] = None
+    cfg["chains"] = [cfg["chains"][1]]  # nothing brings traffic to the stack
+    with pytest.raises(sc.ConfigError, match=r"^stack\.user\.service: no chain brings traffic to 'stack'"):
+        sc.normalize(cfg, check_programs=False)
+    cfg = _user_cfg(service="fw")
+    with pytest.raises(sc.ConfigError, match=r"^stack\.user\.service: 'fw' is nfs\[0\]'s name too"):
+        sc.normalize(cfg, check_programs=False)
+    ok = sc.normalize(_user_cfg(), check_programs=False)
+    assert ok["stack"]["user"]["addresses"] == ["10.0.0.1/24", "fd00::1/64"]
+    out = json.loads(sc.to_sluiced_json(ok, tokens=sc.new_tokens(ok)))
+    entry = next(n for n in out["nfs"] if n["name"] == "stack")  # sluiced knows the service, with a token
+    assert len(entry["token"]) == 32 and "stack" not in out

@@ -306,6 +306,16 @@ def cmd_stack_status(args):
           else "does not poll (--poll-us 0): the engine and programs sleep until woken")
     print("shm connections of one owner go direct (no engine on their data path)" if st.get("direct", True)
           else "shm connections keep the engine on their data path (--no-direct)")
+    u = st.get("user")
+    if u:  # the user module (docs/sockets.md "The user module")
+        print(f"user module: {u.get('stack')}, service {u.get('service')} ({'up' if u.get('up') else 'DOWN'}), "
+              f"{' '.join(u.get('addresses', []))}, MAC {u.get('mac')}, MTU {u.get('mtu')}")
+        print(f"  frames in {human_count(u.get('rx_frames', 0))} ({human_bytes(u.get('rx_bytes', 0))}), "
+              f"out {human_count(u.get('tx_frames', 0))} ({human_bytes(u.get('tx_bytes', 0))}); "
+              f"supply {u.get('supply_held', 0)}/{u.get('supply', 0)} in hand, "
+              f"{u.get('tx_no_buffer', 0)} frames lost for want of one")
+    else:
+        print("no user module (--stack user needs stack.user in the config)")
     return EXIT_OK
 
 
