@@ -22,7 +22,7 @@ def collect(ex, stats, status):
                    a.get("throttled"), **lab)
         ex.counter("sluice_stack_program_calls_total", "socket calls the program made through the shim",
                    a.get("calls"), **lab)
-        for kind in ("kernel", "shm"):
+        for kind in ("kernel", "shm", "user"):
             ex.counter("sluice_stack_program_connections_total", "connections the program made, by stack module",
                        a.get(f"conns_{kind}"), module=kind, **lab)
         if a.get("rate_bps"):
