@@ -184,6 +184,9 @@ def expected(stats):
         put("nfs[].timeout_us", "sluice_nf_timeout_seconds", n["timeout_us"] / 1e6, nf=nf)
         for r, v in n["drops"].items():
             put(f"nfs[].drops.{r}", "sluice_nf_drops_total", v, nf=nf, reason=r)
+        if "supply" in n:
+            put("nfs[].supply.held", "sluice_nf_supply_buffers", n["supply"]["held"], nf=nf)
+            put("nfs[].supply.given", "sluice_nf_supply_given_total", n["supply"]["given"], nf=nf)
         cum = 0
         for k, v in sorted(((k, v) for k, v in n["counters"].items() if k.startswith("sdk.handler_le_")),
                            key=lambda kv: float("inf") if kv[0].endswith("inf") else int(kv[0].rsplit("_", 1)[1])):
@@ -237,6 +240,7 @@ def expected(stats):
     put("active_set.doorbells", "sluice_worker_doorbells_total", stats["active_set"]["doorbells"])
     put("doorbell_epoll.polls", "sluice_worker_doorbell_polls_total", stats["doorbell_epoll"]["polls"])
     put("doorbell_epoll.events", "sluice_worker_doorbell_events_total", stats["doorbell_epoll"]["events"])
+    put("supply_short", "sluice_supply_short_total", stats["supply_short"])
     for k in ("packets", "frames", "copies"):
         put(f"out_set.{k}", f"sluice_out_set_{k}_total", stats["out_set"][k])
     s = stats["nf_sched"]

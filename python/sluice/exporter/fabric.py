@@ -116,6 +116,8 @@ def collect_workers(ex, stats, status):
     e = stats.get("doorbell_epoll") or {}
     ex.counter("sluice_worker_doorbell_polls_total", "epoll_wait calls for doorbells", e.get("polls"))
     ex.counter("sluice_worker_doorbell_events_total", "doorbell events seen", e.get("events"))
+    ex.counter("sluice_supply_short_total", "supply top-ups the pool could not fill (docs/abi.md \"Supply\")",
+               stats.get("supply_short"))
     o = stats.get("out_set") or {}
     ex.counter("sluice_out_set_packets_total", "packets NFs sent to a set of ports (SL_ACT_OUT_SET)", o.get("packets"))
     ex.counter("sluice_out_set_frames_total", "frames sent for them", o.get("frames"))

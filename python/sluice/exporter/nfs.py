@@ -62,6 +62,11 @@ def collect(ex, stats, status):
             if n.get(key) is not None:
                 ex.counter(name, help_, n[key], nf=nf, service=n.get("service") or "")
         ex.gauge("sluice_nf_lent_buffers", "packet buffers the NF holds now", n.get("lent"), nf=nf)
+        if n.get("supply"):  # an endpoint's empty buffers (docs/abi.md "Supply")
+            ex.gauge("sluice_nf_supply_buffers", "empty buffers the NF holds for frames of its own",
+                     n["supply"].get("held"), nf=nf)
+            ex.counter("sluice_nf_supply_given_total", "empty buffers sluiced handed the NF", n["supply"].get("given"),
+                       nf=nf)
         ex.gauge("sluice_nf_queued_descriptors", "descriptors waiting in the NF's RX ring", n.get("queued"), nf=nf)
         ex.gauge("sluice_nf_draining", "1 while the NF is taken out of its service to be removed",
                  1 if n.get("draining") else 0, nf=nf)
