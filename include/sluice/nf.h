@@ -186,13 +186,23 @@ int sl_nf_host(struct sl_nf *nf, sl_handler_fn handler, void *arg);
  * now (sluiced tops the supply up as the NF returns buffers). */
 int sl_nf_alloc(struct sl_nf *nf, struct sl_pkt *p);
 
-/* Hand n packets from sl_nf_alloc back with their actions (SL_ACT_NEXT: along the supply chain, the
+/* Hand n packets from sl_nf_alloc (or kept with sl_pkt_keep) back with their actions (SL_ACT_NEXT: along the supply chain, the
  * first chain that starts with this NF's service and has an exit port; SL_ACT_DROP: an unused buffer back). 0, or a
  * negative code (the NF is finished, as sl_nf_poll). */
 int sl_nf_emit(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n);
 
 /* Empty buffers in hand. */
 unsigned sl_nf_supply(const struct sl_nf *nf);
+
+/* Slots of its rings: at most the buffers it can hold at once (nfs[].quota may make that fewer). */
+uint32_t sl_nf_ring_size(const struct sl_nf *nf);
+
+/* In the handler: keep this packet past the handler -- the SDK does not hand it back when the handler
+ * returns -- and return it later with sl_nf_emit (with an action: SL_ACT_DROP when done with it). A
+ * kept packet counts against the NF's lending budget (its ring) until then: keep a bounded number.
+ * For an NF that consumes frames without copying them (the user stack: docs/abi.md "Supply"). */
+#define SL_ACT_KEEP 0x0f /* the SDK's own: never reaches sluiced */
+static inline void sl_pkt_keep(struct sl_pkt *p) { p->d.action = SL_ACT_KEEP; }
 
 /* ---- packet accessors (inline: hot path) ---- */
 

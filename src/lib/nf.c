@@ -1192,16 +1192,20 @@ static int run_descs(struct sl_nf *nf, sl_handler_fn handler, void *arg, struct 
 			handler(nf, pkts, np, arg);
 		}
 	}
+	unsigned k = 0;
 	for (unsigned i = 0; i < np; i++) {
-		d[i] = pkts[i].d;
+		if (pkts[i].d.action == SL_ACT_KEEP)
+			continue; /* the NF keeps it: sl_nf_emit hands it back later */
+		d[k] = pkts[i].d;
 		/* NEXT ignores dest; on a pipe the next NF reads this descriptor as its RX one, where dest
 		 * is the packet's ingress port: keep it so (docs/abi.md "Pipes") */
-		if (d[i].action == SL_ACT_NEXT)
-			d[i].dest = in_port[i];
+		if (d[k].action == SL_ACT_NEXT)
+			d[k].dest = in_port[i];
+		k++;
 	}
 	for (unsigned i = 0; i < nbad; i++)
-		d[np + i] = bad[i];
-	int rc = tx_all(nf, d, np + nbad, depth);
+		d[k++] = bad[i];
+	int rc = tx_all(nf, d, k, depth);
 	return rc != 0 ? -rc : (int)n;
 }
 
@@ -1243,6 +1247,11 @@ int sl_nf_emit(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n)
 unsigned sl_nf_supply(const struct sl_nf *nf)
 {
 	return nf != NULL ? nf->nsupply : 0;
+}
+
+uint32_t sl_nf_ring_size(const struct sl_nf *nf)
+{
+	return nf != NULL && nf->rx != NULL ? nf->rx->size : 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -39,6 +39,10 @@
 #include "sluice/nf.h"
 #include "stackd.h"
 
+/* Frames lwIP may hold in place at once (see on_frames), at most a quarter of the lending budget
+ * sluiced gives the stack (its ring: 1024 by default; the supply takes at most half) */
+#define RX_REFS 256
+
 static struct {
 	bool on;
 	struct ustack_cfg cfg;
@@ -52,6 +56,11 @@ static struct {
 	bool down;                       /* sluiced went away: the module stopped */
 	/* counters (status) */
 	uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes, tx_no_buffer, tx_too_long, rx_no_mem, rx_martian;
+	uint64_t rx_zero_copy, rx_copied;
+	/* frames lwIP takes in place (see on_frames): a custom pbuf over the Sluice buffer, kept from the
+	 * SDK (sl_pkt_keep) until lwIP frees the pbuf */
+	struct rx_ref { struct pbuf_custom pc; struct sl_pkt pkt; struct rx_ref *next; } *refs, *free_refs;
+	unsigned refs_out;
 	uint64_t accept_overflow, udp_rx_drops;
 	/* what lwIP asked its tcpip thread to run (tcpip_try_callback below) */
 	struct lwip_call { tcpip_callback_fn fn; void *ctx; } calls[64];
@@ -185,7 +194,9 @@ static int lwip_errno(err_t e)
 void ustack_flush(void)
 {
 	run_calls(); /* loopback frames the sockets' turns made */
-	if (U.nout == 0 || U.down)
+	if (U.down)
+		U.nout = 0; /* sluiced is gone, and its buffers with it */
+	if (U.nout == 0)
 		return;
 	int rc = sl_nf_emit(U.nf, U.out, U.nout);
 	U.nout = 0;
@@ -195,12 +206,20 @@ void ustack_flush(void)
 	}
 }
 
+/* The next free place in the batch for sluiced (handed over first when full) */
+static struct sl_pkt *out_slot(void)
+{
+	if (U.nout == SL_BURST_MAX)
+		ustack_flush();
+	return &U.out[U.nout];
+}
+
 static err_t link_output(struct netif *nif, struct pbuf *p)
 {
 	(void)nif;
 	if (U.down)
 		return ERR_IF;
-	struct sl_pkt *o = &U.out[U.nout];
+	struct sl_pkt *o = out_slot();
 	if (sl_nf_alloc(U.nf, o) < 0) {
 		U.tx_no_buffer++; /* as a full TX ring: TCP sends it again */
 		return ERR_OK;
@@ -214,8 +233,6 @@ static err_t link_output(struct netif *nif, struct pbuf *p)
 		U.tx_frames++;
 		U.tx_bytes += p->tot_len;
 	}
-	if (U.nout == SL_BURST_MAX)
-		ustack_flush();
 	return ERR_OK;
 }
 
@@ -233,6 +250,19 @@ static bool martian(const uint8_t *f, uint16_t len)
 	return false;
 }
 
+/* lwIP is done with a frame it took in place: its buffer goes back to sluiced with the next batch */
+static void rx_ref_free(struct pbuf *p)
+{
+	struct rx_ref *r = (struct rx_ref *)(void *)p;
+	struct sl_pkt *o = out_slot();
+	*o = r->pkt;
+	sl_pkt_set_action(o, SL_ACT_DROP, 0);
+	U.nout++;
+	r->next = U.free_refs;
+	U.free_refs = r;
+	U.refs_out--;
+}
+
 static void on_frames(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *arg)
 {
 	(void)nf;
@@ -244,12 +274,26 @@ static void on_frames(struct sl_nf *nf, struct sl_pkt *pkts, unsigned n, void *a
 			U.rx_martian++;
 			continue;
 		}
-		struct pbuf *p = pbuf_alloc(PBUF_RAW, len, PBUF_RAM);
-		if (!p) {
-			U.rx_no_mem++;
-			continue;
+		struct pbuf *p;
+		struct rx_ref *r = U.free_refs;
+		if (r) { /* in place: no copy; the buffer stays ours until lwIP frees the pbuf */
+			U.free_refs = r->next;
+			U.refs_out++;
+			r->pkt = pkts[i];
+			r->pc.custom_free_function = rx_ref_free;
+			p = pbuf_alloced_custom(PBUF_RAW, len, PBUF_REF, &r->pc, sl_pkt_data(&pkts[i]), len);
+			sl_pkt_keep(&pkts[i]);
+			U.rx_zero_copy++;
+		} else { /* lwIP holds RX_REFS frames already (out of order, unread): copy, so that the
+			  * lending budget stays for what comes next */
+			p = pbuf_alloc(PBUF_RAW, len, PBUF_RAM);
+			if (!p) {
+				U.rx_no_mem++;
+				continue;
+			}
+			pbuf_take(p, sl_pkt_data(&pkts[i]), len);
+			U.rx_copied++;
 		}
-		pbuf_take(p, sl_pkt_data(&pkts[i]), len);
 		U.rx_frames++;
 		U.rx_bytes += len;
 		if (U.netif.input(p, &U.netif) != ERR_OK)
@@ -297,6 +341,7 @@ static err_t lo_setup(struct netif *nif)
 int ustack_init(const struct ustack_cfg *c)
 {
 	U.cfg = *c;
+
 	srand((unsigned)(time(NULL) ^ getpid())); /* lwIP's LWIP_RAND: initial sequence numbers, ports */
 	lwip_init();
 	ip4_addr_t a4 = { 0 }, m4 = { 0 }, g4 = { 0 };
@@ -344,6 +389,17 @@ int ustack_init(const struct ustack_cfg *c)
 		sk_log("user stack: cannot attach to sluiced at %s as service %s: %s (code %d)", c->nf_socket,
 		       c->service, rc == -SL_ERR_IO ? strerror(errno) : "refused", -rc);
 		return -1;
+	}
+	/* in-place frames: a quarter of what it may hold at once (the supply takes at most half) */
+	unsigned nrefs = sl_nf_ring_size(U.nf) / 4 < RX_REFS ? sl_nf_ring_size(U.nf) / 4 : RX_REFS;
+	U.refs = calloc(nrefs ? nrefs : 1, sizeof(*U.refs)); /* freed with the process: lwIP may hold them */
+	if (!U.refs) {
+		sl_nf_detach(U.nf);
+		return -1;
+	}
+	for (unsigned i = 0; i < nrefs; i++) {
+		U.refs[i].next = U.free_refs;
+		U.free_refs = &U.refs[i];
 	}
 	U.ev_rx.kind = EV_USTACK;
 	U.ev_sock.kind = EV_USTACK;
@@ -1020,11 +1076,13 @@ size_t ustack_status(char *out, size_t cap)
 		"{\"stack\":\"lwIP %s\",\"service\":\"%s\",\"up\":%s,\"mac\":\"%02x:%02x:%02x:%02x:%02x:%02x\","
 		"\"addresses\":[%s],\"mtu\":%u,\"supply\":%u,\"supply_held\":%u,\"rx_frames\":%llu,\"rx_bytes\":%llu,"
 		"\"tx_frames\":%llu,\"tx_bytes\":%llu,\"tx_no_buffer\":%llu,\"tx_too_long\":%llu,\"rx_no_mem\":%llu,"
-		"\"accept_overflow\":%llu,\"udp_rx_drops\":%llu,\"rx_martian\":%llu}",
+		"\"accept_overflow\":%llu,\"udp_rx_drops\":%llu,\"rx_martian\":%llu,\"rx_zero_copy\":%llu,\"rx_copied\":%llu,"
+		"\"rx_held\":%u}",
 		LWIP_VERSION_STRING, U.cfg.service, U.down ? "false" : "true", U.cfg.mac[0], U.cfg.mac[1], U.cfg.mac[2],
 		U.cfg.mac[3], U.cfg.mac[4], U.cfg.mac[5], addrs, U.cfg.mtu, U.cfg.supply, sl_nf_supply(U.nf),
 		(unsigned long long)U.rx_frames, (unsigned long long)U.rx_bytes, (unsigned long long)U.tx_frames,
 		(unsigned long long)U.tx_bytes, (unsigned long long)U.tx_no_buffer, (unsigned long long)U.tx_too_long,
 		(unsigned long long)U.rx_no_mem, (unsigned long long)U.accept_overflow, (unsigned long long)U.udp_rx_drops,
-		(unsigned long long)U.rx_martian);
+		(unsigned long long)U.rx_martian, (unsigned long long)U.rx_zero_copy, (unsigned long long)U.rx_copied,
+		U.refs_out);
 }
