@@ -330,14 +330,7 @@ static void dgram_tx(struct sk *s, uint64_t *budget)
 {
 	struct sl_sk_dgram h;
 	const uint8_t *data;
-	int r;
-	while (s->k_writable && *budget && (r = sk_dgram_next(s, &h, &data)) != 0) {
-		if (r < 0) {
-			sk_reset(s, ECONNRESET);
-			return;
-		}
-		if (!sk_budget(s, h.len ? h.len : 1))
-			return;
+	while (s->k_writable && *budget && sk_dgram_take(s, &h, &data) > 0) {
 		/* auto: a local shim datagram socket at the destination gets it ring to ring */
 		if (s->app->stack == SL_SK_STACK_AUTO && shm_dgram_deliver(s, &h, data)) {
 			sk_spend(s, h.len);

@@ -411,14 +411,7 @@ static void dgram_service(struct sk *s, uint64_t *budget)
 {
 	struct sl_sk_dgram h;
 	const uint8_t *data;
-	int r;
-	while (*budget && (r = sk_dgram_next(s, &h, &data)) != 0) {
-		if (r < 0) {
-			sk_reset(s, ECONNRESET);
-			return;
-		}
-		if (!sk_budget(s, h.len ? h.len : 1))
-			return;
+	while (*budget && sk_dgram_take(s, &h, &data) > 0) {
 		if (!shm_dgram_deliver(s, &h, data))
 			s->drops++;
 		sk_spend(s, h.len);

@@ -499,6 +499,18 @@ static uint32_t rec_bytes(uint32_t len)
 
 /* The next record of the send ring: 1 and its header (copied) and data, 0 if none, -1 if the app
  * wrote nonsense. Skips padding at the wrap on the way. */
+/* The next datagram of the send ring to send now: 1 (hdr, data set; the token bucket granted it), 0
+ * (none, or the bucket says wait), -1 (a forged record: the socket was reset). Every module's loop. */
+int sk_dgram_take(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data)
+{
+	int r = sk_dgram_next(s, hdr, data);
+	if (r < 0) {
+		sk_reset(s, ECONNRESET);
+		return -1;
+	}
+	return r > 0 && sk_budget(s, hdr->len ? hdr->len : 1) ? 1 : 0;
+}
+
 int sk_dgram_next(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data)
 {
 	for (;;) {

@@ -194,6 +194,7 @@ uint64_t sk_budget(struct sk *s, uint64_t want);
 void sk_spend(struct sk *s, uint64_t n);
 int sk_make_placeholder(struct sk *s);
 int sk_dgram_next(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data);
+int sk_dgram_take(struct sk *s, struct sl_sk_dgram *hdr, const uint8_t **data);
 void sk_dgram_done(struct sk *s, const struct sl_sk_dgram *hdr);
 uint8_t *sk_dgram_reserve(struct sk *s, uint32_t len);
 void sk_dgram_commit(struct sk *s, uint32_t len, const void *addr, uint32_t addr_len, const struct sl_sk_dctl *ctl);
