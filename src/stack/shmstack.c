@@ -162,24 +162,6 @@ void shm_unbind(struct sk *s)
 	s->in_table = false;
 }
 
-/* Closed by its program already, though the engine has not served the hang-up yet: a kernel socket's
- * close frees its port at once, and a program that closes and binds again (iperf3 -s between
- * tests) must not find it taken. */
-static bool closed_now(struct sk *e)
-{
-	if (e->app_closed)
-		return true;
-	if (e->efd < 0 || e->app_fd >= 0) /* app_fd: the program does not have it yet */
-		return false;
-	struct pollfd p = { .fd = e->efd, .events = POLLRDHUP };
-	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
-		sk_app_closed(e);
-		sk_work(e);
-		return true;
-	}
-	return false;
-}
-
 int shm_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_storage ss = { 0 };
@@ -194,7 +176,7 @@ int shm_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 			struct naddr en;
 			norm(&e->local, &en);
 			if (e->type == s->type && en.port == n.port && binds_overlap(e->v6only, &en, s->v6only, &n) &&
-			    !(s->reuseaddr && e->reuseaddr && e->state != SK_LISTEN) && !closed_now(e))
+			    !(s->reuseaddr && e->reuseaddr && e->state != SK_LISTEN) && !sk_closed_now(e))
 				return -EADDRINUSE;
 		}
 	}

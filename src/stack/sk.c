@@ -5,6 +5,7 @@
  * The app writes its slot too: every index read from it is checked before it is used.
  */
 #include <errno.h>
+#include <poll.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -338,6 +339,24 @@ void sk_drain_bytes(struct sk *s)
 	}
 	s->bytes_waiting = true; /* more: the next turn goes on */
 	sk_work(s);
+}
+
+/* Closed by its program already, though the engine has not served the hang-up yet: a kernel socket's
+ * close frees its port at once, and a program that closes and binds again (iperf3 -s between
+ * tests) must not find it taken. */
+bool sk_closed_now(struct sk *e)
+{
+	if (e->app_closed)
+		return true;
+	if (e->efd < 0 || e->app_fd >= 0) /* app_fd: the program does not have it yet */
+		return false;
+	struct pollfd p = { .fd = e->efd, .events = POLLRDHUP };
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+		sk_app_closed(e);
+		sk_work(e);
+		return true;
+	}
+	return false;
 }
 
 void sk_reset(struct sk *s, int err)

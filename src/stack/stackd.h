@@ -190,6 +190,7 @@ uint64_t sk_rx_free(struct sk *s);
 void sk_app_closed(struct sk *s);
 bool sk_rx_unread(struct sk *s);
 void sk_reset(struct sk *s, int err);
+bool sk_closed_now(struct sk *e);
 uint64_t sk_budget(struct sk *s, uint64_t want);
 void sk_spend(struct sk *s, uint64_t n);
 int sk_make_placeholder(struct sk *s);

@@ -604,8 +604,9 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
 		return ERR_ABRT;
 	}
 	a->mode = SL_SK_STACK_USER;
-	a->nodelay = l->nodelay;
+	a->nodelay = l->nodelay; /* as Linux, an accepted socket inherits these (lwIP: SOF_INHERITED) */
 	a->keepalive = l->keepalive;
+	a->reuseaddr = l->reuseaddr;
 	if (sk_make_placeholder(a) != 0) {
 		sk_free(a);
 		tcp_abort(pcb);
@@ -872,6 +873,28 @@ int ustack_socket(struct sk *s)
 	return 0;
 }
 
+/* Sockets on this port whose programs closed them, though the engine has not served the hang-up yet:
+ * their pcbs go now, as a kernel socket's close frees its port at once (iperf3 -s closes its listener
+ * and binds a new one between tests). A connected one still sends what it holds; it keeps its pcb. */
+static bool free_closed_port(int type, uint16_t port)
+{
+	bool any = false;
+	for (struct app *a = g_apps; a; a = a->next)
+		for (uint32_t i = 0; i < a->nslots; i++) {
+			struct sk *e = a->socks[i];
+			if (!e || e->mode != SL_SK_STACK_USER || e->type != type || !e->upcb ||
+			    (type == SOCK_STREAM && e->state != SK_LISTEN && e->state != SK_BOUND))
+				continue;
+			uint16_t lp = type == SOCK_STREAM ? ((struct tcp_pcb *)e->upcb)->local_port
+							  : ((struct udp_pcb *)e->upcb)->local_port;
+			if (lp == port && sk_closed_now(e)) {
+				ustack_close(e);
+				any = true;
+			}
+		}
+	return any;
+}
+
 int ustack_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 {
 	ip_addr_t ip;
@@ -884,6 +907,8 @@ int ustack_bind(struct sk *s, const struct sockaddr *sa, socklen_t len)
 	if (s->reuseaddr)
 		ip_set_option((struct ip_pcb *)s->upcb, SOF_REUSEADDR);
 	err_t e = s->type == SOCK_STREAM ? tcp_bind(s->upcb, &ip, port) : udp_bind(s->upcb, &ip, port);
+	if (e == ERR_USE && port && free_closed_port(s->type, port))
+		e = s->type == SOCK_STREAM ? tcp_bind(s->upcb, &ip, port) : udp_bind(s->upcb, &ip, port);
 	if (e != ERR_OK)
 		return -lwip_errno(e);
 	s->state = SK_BOUND;
@@ -910,6 +935,8 @@ int ustack_listen(struct sk *s, int backlog)
 	}
 	err_t err = ERR_OK;
 	struct tcp_pcb *lp = tcp_listen_with_backlog_and_err(pcb, 255, &err);
+	if (!lp && err == ERR_USE && free_closed_port(SOCK_STREAM, pcb->local_port))
+		lp = tcp_listen_with_backlog_and_err(pcb, 255, &err);
 	if (!lp)
 		return -lwip_errno(err);
 	s->upcb = lp; /* lwIP freed pcb */

@@ -48,10 +48,12 @@ SHIM = BUILD / "src" / "sock" / "libsluice-sock.so"
 SOCK_CALLS = BUILD / "tests" / "sock" / "sock-calls"
 PY = sys.executable
 
-ALL = ["kernel", "shm", "auto", "shm-poll"]
-TWO = ["kernel", "shm", "shm-poll"]
+ALL = ["kernel", "shm", "auto", "shm-poll", "user"]
+TWO = ["kernel", "shm", "shm-poll", "user"]
 # shm-poll: the shm module from a sluice-stackd that polls (--poll-us), so blocking receives poll their
-# ring first and the engine leaves out the tokens of rings being polled (sock.h "Polling receivers")
+# ring first and the engine leaves out the tokens of rings being polled (sock.h "Polling receivers").
+# user: the user module (docs/sockets.md "The user module"): lwIP in a sluice-stackd that `sluice up` runs
+# attached to a sluiced; the programs' peers are on the stack's loopback, as they are on the host's
 POLL_US = 50
 
 
@@ -205,14 +207,69 @@ class Runner:
         return p
 
 
+class _Pid:
+    """poll() of a process we did not start (None while it lives)."""
+
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        try:
+            os.kill(self.pid, 0)
+            return None
+        except ProcessLookupError:
+            self.returncode = -1
+            return -1
+
+
+class UserStackd(Stackd):
+    """sluice-stackd with its user module, as `sluice up` runs it beside a sluiced (stack.user). Its port is
+    one end of a veth pair of its own with nothing behind it: the programs talk over the stack's loopback."""
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="slt-sku-", dir="/tmp"))
+        os.chmod(self.dir, 0o755)
+        self.sockdir = self.dir / "s"
+        self.log = self.sockdir / "logs" / "sluice-stackd.log"
+        self.veth = f"slt-sku{os.getpid() % 100000}"
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True)
+        subprocess.run(["ip", "link", "add", self.veth, "type", "veth", "peer", "name", self.veth + "p"], check=True)
+        for dev in (self.veth, self.veth + "p"):
+            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        cfg = self.dir / "user.yaml"
+        cfg.write_text(f"""\
+sluiced: {{socket_dir: {self.sockdir}, pool_mbufs: 4096}}
+ports: [{{name: p0, vdev: "net_af_packet0,iface={self.veth}", chain: in}}]
+chains: [{{name: in, nfs: [stack]}}, {{name: out, nfs: [stack], exit: p0}}]
+stack: {{user: {{addresses: [10.99.0.1/24, "fd99::1/64"], egress_chain: out}}}}
+""")
+        r = subprocess.run([PY, "-m", "sluice", "up", str(cfg), "-d", "--build-dir", str(BUILD)], env=_base_env(),
+                           capture_output=True, text=True, timeout=60)
+        try:
+            assert r.returncode == 0, f"sluice up with stack.user: {r.stdout}{r.stderr}"
+            st = json.loads((self.sockdir / "state.json").read_text())
+            self.proc = _Pid(next(n["pid"] for n in st["nfs"] if n.get("kind") == "stack"))
+            assert self.ctl("status").get("user"), "sluice-stackd runs no user module"
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        subprocess.run([PY, "-m", "sluice", "down", "--socket-dir", str(self.sockdir)], env=_base_env(),
+                       capture_output=True, timeout=60)
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class Env:
     """One test's sluice-stackd, temp dir and background processes."""
 
-    def __init__(self, poll_us=0):
+    def __init__(self, poll_us=0, user=False):
         self.tmp = Path(tempfile.mkdtemp(prefix="slt-sock-", dir="/tmp"))
         self.procs = []
         try:
-            self.stackd = Stackd(poll_us)
+            self.stackd = UserStackd() if user else Stackd(poll_us)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
@@ -273,7 +330,8 @@ def env(request):
         if not f.exists():
             pytest.fail(f"{f} is not built (ninja -C {BUILD})")
     params = getattr(request.node, "callspec", None)
-    e = Env(POLL_US if params and params.params.get("stack") == "shm-poll" else 0)
+    stack = params.params.get("stack") if params else None
+    e = Env(POLL_US if stack == "shm-poll" else 0, user=stack == "user")
     try:
         yield e
     finally:
@@ -571,8 +629,8 @@ def test_http_server(env, stack):
     server = env.shim(stack)
     if stack == "kernel":  # a plain curl against the shim server
         got, _ = _http_server(server, env.plain(), env.tmp)
-    elif stack in ("shm", "shm-poll"):  # shim curl; a plain curl finds nothing listening in the kernel
-        got, _ = _http_server(server, env.shim(stack), env.tmp, refused=env.plain())
+    elif stack in ("shm", "shm-poll", "user"):  # shim curl; a plain curl finds nothing listening in the kernel
+        got, _ = _http_server(server, env.shim(stack), env.tmp, refused=env.plain())  # (user: it is lwIP's)
     else:  # auto: a shim curl (shm) and a plain one (the kernel listener) to the same server
         got, url = _http_server(server, env.shim(stack), env.tmp)
         r = env.plain().run(["curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", url + "file.bin"])
@@ -1197,7 +1255,7 @@ def test_run_cli(env):
     r = _sluice("run", "--socket-dir", sd, "--build-dir", env.tmp, "--", "true")
     assert r.returncode == 125 and "libsluice-sock.so" in r.stderr, r.stderr
     r = _sluice("run", "--help")
-    assert r.returncode == 0 and "--stack {kernel,shm,auto}" in r.stdout and "sluice run --stack shm" in r.stdout
+    assert r.returncode == 0 and "--stack {kernel,shm,auto,user}" in r.stdout and "sluice run --stack shm" in r.stdout
 
 
 def test_metrics_show_the_socket_services_programs(env):
