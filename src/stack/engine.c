@@ -920,7 +920,7 @@ static void ctl_answer(struct ctl *c, const char *line)
 					"\"token_bytes_unread\":%d,\"tokens\":%llu,\"tokens_polled\":%llu,\"token_fail\":%llu,\"rx_spin\":%u,"
 					"\"queued\":%d,\"throttled\":%d,\"peer\":%s,\"direct\":%s}",
 					first ? "" : ",", (unsigned long long)a->id, i, s->type == SOCK_STREAM ? "stream" : "dgram",
-					s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
+					s->mode == SL_SK_STACK_USER ? "user" : s->kfd >= 0 ? "kernel" : "shm", (int)s->state, s->sh->state, s->sh->error,
 					(unsigned long long)sk_tx_used(s), (unsigned long long)(s->rb - sk_rx_free(s)),
 					(unsigned long long)(s->tx_bytes + dtx), (unsigned long long)(s->rx_bytes + drx), s->sh->rd_token,
 					s->sh->rx_wanted, s->bytes_waiting, s->k_readable, s->k_writable, s->app_closed, s->efd_shut,

@@ -219,6 +219,8 @@ def test_firewall_drop_times_out_and_sigkill_of_the_stack(deployment):
     app = next(a for a in api_stack(socket_dir, "stats")["apps"] if a["name"].startswith("nginx"))
     assert app["stack"] == "user" and app["rate_bps"] == 40_000_000 and app["throttled"] > 0, app
     assert app["tx_bytes"] >= 2_000_000 and app["conns_user"] >= 2, app
+    socks = [x for x in api_stack(socket_dir, "sockets")["sockets"] if x["app"] == app["id"]]
+    assert socks and all(x["module"] == "user" for x in socks), socks
 
     # a rule that drops the port: the client's SYNs die in the firewall, its connect times out (not refused)
     (wd / "fw.rules").write_text(FW_RULES.replace("allow proto tcp dport 8080", "drop proto tcp dport 8080"))
