@@ -14,6 +14,7 @@ from .history import history_rows
 from .latency import common_load_table, latency_method, latency_reading, latency_tables
 from .nfs import nfs_section
 from .sockets import sockets_section
+from .userstack import userstack_section
 from .steering import steering_section
 from .trust import trust_section
 from .restart import restart_section
@@ -139,6 +140,7 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
     L += nfs_section(loaded, results_dir, out_dir, draw)
     L += trust_section(loaded, out_dir)
     L += sockets_section(loaded, out_dir)
+    L += userstack_section(loaded, out_dir)
     L += restart_section(loaded, out_dir, draw)
     L += observability_section(loaded, out_dir, draw)
     L += pci_guest_section(loaded, out_dir)
