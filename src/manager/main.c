@@ -3,6 +3,7 @@
  * sluiced: start-up, the control loop on the main lcore, and shutdown.
  *
  *   sluiced --config FILE.json [--socket-dir DIR] [--log-level N] [--resume RUNTIME.json]
+ *   sluiced --check-config FILE.json [--socket-dir DIR]   (validate as at start-up, print ok or the error; no EAL)
  *
  * Set-up order (and the reverse on the way out): config -> EAL -> packet
  * region + pool -> ports -> registry (services, routes) -> rules -> sockets -> worker.
@@ -52,6 +53,7 @@ static bool socket_in_use(const char *path)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sluiced --config FILE.json [--socket-dir DIR] [--log-level N] [--resume FILE]\n"
+		   "       sluiced --check-config FILE.json [--socket-dir DIR]\n"
 		   "\n"
 		   "The Sluice manager: owns the ports and the packet memory, moves packet descriptors\n"
 		   "between ports and NF processes. Normally started by `sluice up CONFIG.yaml`.\n"
@@ -61,7 +63,10 @@ static void usage(FILE *f)
 		   "  --log-level N      DPDK log level 1..8 (default 4, warnings)\n"
 		   "  --resume FILE      after start-up, replay the runtime state a previous sluiced wrote\n"
 		   "                     (DIR/runtime.json: chains, rules, services, ports changed at runtime)\n"
-		   "  --test-hooks       enable debug-only control commands (test_hook; tests only)\n");
+		   "  --test-hooks       enable debug-only control commands (test_hook; tests only)\n"
+		   "  --check-config FILE  check FILE as start-up does (fields, names, chains, rules) and\n"
+		   "                     print ok, or the error naming the field; exit 0 or 1. Needs no\n"
+		   "                     huge pages or DPDK: devices (vdevs, PCI) and lcores are not tried\n");
 }
 
 /* Free 2 MiB huge pages, from /proc/meminfo. */
@@ -207,6 +212,60 @@ static void on_dev_event(const char *name, enum rte_dev_event_type type, void *a
 		}
 }
 
+#define SOCK_DIR_MAX 80 /* --socket-dir at most (M.sock_dir, and DIR/nf.sock in a sockaddr_un) */
+
+/* --check-config: what start-up checks before it touches a device (config_load, then the registry's
+ * chains and the rules, which name ports, chains and services), without EAL. The ports are names only:
+ * whether DPDK can create each device, and the lcores, are the machine's business (found at start-up). */
+static int check_config(const char *path, const char *sock_dir)
+{
+	char err[512];
+	int rc = 1;
+	if (config_load(path, &M.cfg, err, sizeof(err)) != 0) {
+		printf("config error: %s\n", err);
+		return 1;
+	}
+	if (strlen(sock_dir) > SOCK_DIR_MAX) {
+		snprintf(err, sizeof(err), "--socket-dir: path too long (max %d characters)", SOCK_DIR_MAX);
+		goto out;
+	}
+	M.max_nfs = M.cfg.max_nfs;
+	for (unsigned i = 0; i < M.cfg.nports; i++) {
+		memcpy(M.ports[i].name, M.cfg.ports[i].name, sizeof(M.ports[i].name));
+		M.ports[i].live = true;
+		M.nports = i + 1;
+	}
+	if (registry_init(err, sizeof(err)) < 0)
+		goto out;
+	struct steer_action malformed;
+	if (M.cfg.malformed && steer_action_parse(M.cfg.malformed, "steering.malformed", &malformed, err, sizeof(err)) < 0)
+		goto out;
+	size_t n = json_array_size(M.cfg.rules), i;
+	if (n > SL_MAX_RULES) {
+		snprintf(err, sizeof(err), "rules: %zu rules, at most %d", n, SL_MAX_RULES);
+		goto out;
+	}
+	json_t *v;
+	json_array_foreach(M.cfg.rules, i, v) {
+		char where[32];
+		struct rule r;
+		snprintf(where, sizeof(where), "rules[%zu]", i);
+		if (rule_parse(v, where, &r, err, sizeof(err)) < 0)
+			goto out;
+		rule_release(&r);
+	}
+	rc = 0;
+out:
+	if (rc)
+		printf("config error: %s\n", err);
+	else
+		printf("ok\n");
+	registry_fini();
+	M.nports = 0;
+	config_free(&M.cfg);
+	return rc;
+}
+
 static int epoll_add(int fd, enum ep_kind kind)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)kind << 32 };
@@ -215,12 +274,13 @@ static int epoll_add(int fd, enum ep_kind kind)
 
 int main(int argc, char **argv)
 {
-	const char *config_path = NULL, *sock_dir = "/run/sluice", *log_level = "4", *resume = NULL;
+	const char *config_path = NULL, *sock_dir = "/run/sluice", *log_level = "4", *resume = NULL, *check_path = NULL;
 	static const struct option opts[] = { { "config", required_argument, 0, 'c' },
 					      { "socket-dir", required_argument, 0, 's' },
 					      { "log-level", required_argument, 0, 'l' },
 					      { "test-hooks", no_argument, 0, 'T' },
 					      { "resume", required_argument, 0, 'r' },
+					      { "check-config", required_argument, 0, 'C' },
 					      { "help", no_argument, 0, 'h' },
 					      { 0, 0, 0, 0 } };
 	int o;
@@ -231,10 +291,13 @@ int main(int argc, char **argv)
 		case 'l': log_level = optarg; break;
 		case 'T': M.test_hooks = true; break;
 		case 'r': resume = optarg; break;
+		case 'C': check_path = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
+	if (check_path)
+		return check_config(check_path, sock_dir);
 	if (!config_path) {
 		usage(stderr);
 		return 2;
@@ -247,8 +310,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sluiced: config error: %s\n", err);
 		return 2;
 	}
-	if (strlen(sock_dir) > 80) {
-		fprintf(stderr, "sluiced: --socket-dir: path too long (max 80 characters)\n");
+	if (strlen(sock_dir) > SOCK_DIR_MAX) {
+		fprintf(stderr, "sluiced: --socket-dir: path too long (max %d characters)\n", SOCK_DIR_MAX);
 		return 2;
 	}
 	snprintf(M.sock_dir, sizeof(M.sock_dir), "%s", sock_dir);
