@@ -34,6 +34,9 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,30}\Z")
 NAME_RULE = "[a-z0-9][a-z0-9_-]{0,30}"
 NAME_MAX = 31            # SL_NAME_MAX (32) minus the NUL
 SUN_PATH_MAX = 107       # sockaddr_un.sun_path (108) minus the NUL
+SOCKET_DIR_MAX = 80      # bytes of sluiced's --socket-dir at most (src/manager/main.c SOCK_DIR_MAX)
+MAX_PORTS = 32           # sluiced's ports at most (SL_MAX_PORTS)
+CHAIN_MAX = 250          # services in a chain at most (sluiced's config loader)
 PCI_RE = re.compile(r"pci:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
 VDEV_RE = re.compile(r"net_[A-Za-z0-9_]+(,.*)?\Z")
 
@@ -139,7 +142,9 @@ def _mapping(v, path, allowed):
         raise ConfigError(path or "config", f"must be a mapping (got {_type_name(v)})")
     for k in v:
         if not isinstance(k, str) or k not in allowed:
-            raise ConfigError(_join(path, k), "unknown key (expected one of " + ", ".join(allowed) + ")")
+            # the key as written; an empty or blank one quoted, so that the error still names it
+            shown = k if isinstance(k, str) and k.strip() else repr(k)
+            raise ConfigError(_join(path, shown), "unknown key (expected one of " + ", ".join(allowed) + ")")
     return v
 
 
@@ -167,12 +172,24 @@ def _pow2(v, path, lo, hi):
     return n
 
 
+def _text(v, path):
+    """A string that can reach sluiced and the kernel: no NUL (sluiced's JSON loader, argv and paths
+    refuse it) and encodable as UTF-8 (YAML's "\\ud800" is a lone surrogate)."""
+    if "\0" in v:
+        raise ConfigError(path, f"must not contain a NUL character (got {v!r})")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(path, f"must be UTF-8 text (got {v!r}: a lone surrogate)") from None
+    return v
+
+
 def _str(v, path, nonempty=True):
     if not isinstance(v, str):
         raise ConfigError(path, f"must be a string (got {_type_name(v)})")
     if nonempty and not v.strip():
         raise ConfigError(path, "must not be empty")
-    return v
+    return _text(v, path)
 
 
 def _choice(v, path, choices):
@@ -366,10 +383,10 @@ def _sluiced(v, path="sluiced"):
         if not os.path.isabs(sd):
             raise ConfigError(f"{path}.socket_dir", f"must be an absolute path (got {sd!r})")
         sd = os.path.normpath(sd)
-        if len(sd) + len("/ctl.sock") > SUN_PATH_MAX:
+        if len(sd.encode()) > SOCKET_DIR_MAX:  # sluiced's limit (--socket-dir), below sun_path's
             raise ConfigError(f"{path}.socket_dir",
-                              f"too long for a UNIX socket path ({len(sd)} characters; at most "
-                              f"{SUN_PATH_MAX - len('/ctl.sock')})")
+                              f"too long for sluiced's sockets ({len(sd.encode())} bytes; at most "
+                              f"{SOCKET_DIR_MAX})")
         out["socket_dir"] = sd
     if "lcores" in v:
         out["lcores"] = _lcores(v["lcores"], f"{path}.lcores")
@@ -425,7 +442,7 @@ def _lcores(v, path):
             p = None
         if isinstance(p, int):
             n = p
-        elif isinstance(p, str) and p.isdigit():
+        elif isinstance(p, str) and p.isascii() and p.isdigit():  # int() refuses '²', which isdigit() takes
             n = int(p)
         else:
             raise ConfigError(path, f"must be \"MAIN,WORKER\" lcore numbers such as \"0,1\" (got {v!r})")
@@ -441,6 +458,8 @@ def _lcores(v, path):
 
 def _vdev(v, path):
     _str(v, path)
+    if len(v.encode()) > 255:
+        raise ConfigError(path, f"too long ({len(v.encode())} bytes; sluiced takes at most 255)")
     if any(c.isspace() for c in v):
         raise ConfigError(path, f"must not contain whitespace (got {v!r})")
     if v.startswith("pci:"):
@@ -525,7 +544,8 @@ def _port(v, path, buffer_size=BUFFER_SIZE_DEFAULT):
         out["offloads"] = _offloads(v["offloads"], f"{path}.offloads")
     dev = _vdev_device(out["vdev"])
     qpairs = _vdev_args(out["vdev"]).get("qpairs", "1")
-    if dev.startswith(("net_af_packet", "eth_af_packet")) and qpairs.isdigit() and int(qpairs) != out["queues"]:
+    qpairs = qpairs if qpairs.isascii() and qpairs.isdigit() else None  # int() refuses '²' (isdigit() takes it)
+    if dev.startswith(("net_af_packet", "eth_af_packet")) and qpairs and int(qpairs) != out["queues"]:
         # its qpairs sockets form one fanout group: the kernel spreads frames over all of them
         raise ConfigError(f"{path}.queues", f"net_af_packet with qpairs={qpairs} receives on {qpairs} queues; "
                                             f"set queues: {qpairs} (got {out['queues']})")
@@ -612,6 +632,8 @@ def _chain(v, path):
     if isinstance(nfs, str):
         raise ConfigError(f"{path}.nfs", f"must be a list of service names, e.g. [{nfs}] (got string)")
     _list(nfs, f"{path}.nfs", 1, "service")
+    if len(nfs) > CHAIN_MAX:
+        raise ConfigError(f"{path}.nfs", f"{len(nfs)} services; a chain has at most {CHAIN_MAX}")
     out["nfs"] = [_name(s, f"{path}.nfs[{i}]") for i, s in enumerate(nfs)]
     if v.get("exit") is not None:
         out["exit"] = _name(v["exit"], f"{path}.exit")
@@ -642,7 +664,7 @@ def _cpus(v, path):
     cpus = set()
     for part in str(v).split(","):
         lo, dash, hi = part.strip().partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
+        if not (lo + hi).isascii() or not lo.isdigit() or (dash and not hi.isdigit()):
             raise ConfigError(path, f"must be a CPU list like \"0\" or \"2-3,5\" (got {v!r})")
         a, b = int(lo), int(hi or lo)
         if b < a:
@@ -672,6 +694,8 @@ def _nf(v, path, base_dir, check_programs):
     for i, a in enumerate(args):
         if isinstance(a, bool) or not isinstance(a, (str, int, float)):
             raise ConfigError(f"{path}.args[{i}]", f"must be a string (got {_type_name(a)})")
+        if isinstance(a, str):
+            _text(a, f"{path}.args[{i}]")
     out["args"] = [str(a) for a in args]
     out["instances"] = _int(v.get("instances", 1), f"{path}.instances", 1, 1024)
     longest = f"{out['name']}.{out['instances'] - 1}"
@@ -810,6 +834,8 @@ def _guest(v, path, base_dir):
         for i, a in enumerate(cmd):
             if isinstance(a, bool) or not isinstance(a, (str, int, float)):
                 raise ConfigError(f"{path}.command[{i}]", f"must be a string (got {_type_name(a)})")
+            if isinstance(a, str):
+                _text(a, f"{path}.command[{i}]")
         cmd = [str(a) for a in cmd]
         if "=" in cmd[0]:
             raise ConfigError(f"{path}.command[0]", "the program must not contain '=' (guest /init runs it with env)")
@@ -942,6 +968,8 @@ def normalize(data, base_dir=None, check_programs=True, check_devices=None):
     if data.get("ports") is None:
         raise ConfigError("ports", "required (a list of at least one port)")
     ports = _list(data["ports"], "ports", 1, "port")
+    if len(ports) > MAX_PORTS:
+        raise ConfigError("ports", f"{len(ports)} ports; sluiced serves at most {MAX_PORTS}")
     cfg["ports"] = [_port(p, f"ports[{i}]", cfg["sluiced"]["buffer_size"]) for i, p in enumerate(ports)]
     if check_devices is None:
         check_devices = check_programs
@@ -1265,6 +1293,9 @@ def _domains(v, cfg):
         out.append(dom)
     ring = cfg["sluiced"]["ring_size"]
     for i, nf in enumerate(cfg["nfs"]):
+        if not nf["trusted"] and nf["name"] == "default":
+            raise ConfigError(f"nfs[{i}].name", "an NF with trusted: false has a private domain named after it, and "
+                                                "'default' is the default domain's (it holds the ports): rename the NF")
         if not nf["trusted"]:
             dom = {"name": nf["name"], "buffer_size": bsize,
                    "pool_mbufs": nf.get("pool_mbufs") or min(1048576, max(1024, 2 * nf["instances"] * ring))}

@@ -79,7 +79,7 @@ def _tcp_flags(v, path):
     if isinstance(v, dict):
         extra = set(v) - {"set", "clear"}
         if extra:
-            raise _err(f"{path}.{sorted(extra)[0]}", "unknown key (set, clear)")
+            raise _err(f"{path}.{sorted(extra, key=str)[0]}", "unknown key (set, clear)")  # keys of any type
         s, c = _int(v.get("set", 0), f"{path}.set", 0, 255), _int(v.get("clear", 0), f"{path}.clear", 0, 255)
     elif isinstance(v, str):
         s = c = 0
@@ -139,8 +139,13 @@ def _payload(v, path):
         if k not in ("pattern", "regex", "caseless", "depth"):
             raise _err(f"{path}.{k}", "unknown key (pattern, regex, caseless, depth)")
     pat = v.get("pattern")
-    if not isinstance(pat, str) or not 1 <= len(pat) <= 1024:
-        raise _err(f"{path}.pattern", "must be a string of 1..1024 characters")
+    # 1..1024 bytes of UTF-8 (sluiced counts bytes), without NUL (sluiced's JSON loader refuses it)
+    if not isinstance(pat, str) or "\0" in pat or not 1 <= len(pat.encode("utf-8", "surrogatepass")) <= 1024:
+        raise _err(f"{path}.pattern", "must be a string of 1..1024 bytes (UTF-8), without NUL")
+    try:
+        pat.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _err(f"{path}.pattern", f"must be UTF-8 text (got {pat!r}: a lone surrogate)") from None
     out = {"pattern": pat}
     for k in ("regex", "caseless"):
         if k in v:

@@ -8,6 +8,6 @@ def parse_listen(s, example="127.0.0.1:9464"):
         raise ValueError(f"{s!r}: expected HOST:PORT, e.g. {example}")
     host, _, port = s.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError(f"{s!r}: port must be 1..65535")
     return host, int(port)
