@@ -66,7 +66,7 @@ BENCH_DEB_PKGS := openvswitch-switch-dpdk
 
 help:
 	@echo "make deps        install Debian packages that are missing (apt-get)"
-	@echo "make venv        .venv with the sluice CLI (editable), pytest, pyyaml, scapy"
+	@echo "make venv        .venv with the sluice CLI (editable), pytest, pyyaml, scapy, hypothesis"
 	@echo "make build       meson/ninja build into $(BUILD)/"
 	@echo "make build-asan  ASan+UBSan debug build into $(BUILD_ASAN)/"
 	@echo "make guest-image KVM guest kernel + initrd with the NFs into $(BUILD)/guest/ (docs/guests.md)"
@@ -113,7 +113,7 @@ venv: $(STAMP)
 
 $(STAMP): python/pyproject.toml
 	@test -x $(VENV_PY) || $(PY_SYS) -m venv $(VENV)
-	$(VENV_PY) -m pip install -q --disable-pip-version-check -e python/ pytest pyyaml scapy
+	$(VENV_PY) -m pip install -q --disable-pip-version-check -e python/ pytest pyyaml scapy hypothesis
 	@touch $@
 
 build:
@@ -169,14 +169,14 @@ hugepages:
 test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages tracefs
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
-	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v --durations=20 tests/integration
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v -rs --durations=20 tests/integration
 	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build, with NF-to-NF pipes on and"
 	@echo "== every NF built on the SDK in its plugin form, one member of a sluice-group (the normal pass: processes)"
-	SLUICE_TEST_NF_FORM=plugin SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v --durations=10 $(ASAN_E2E) $(ASAN_DESELECT)
+	SLUICE_TEST_NF_FORM=plugin SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD_ASAN) $(VENV_PY) -m pytest -v -rs --durations=10 $(ASAN_E2E) $(ASAN_DESELECT)
 	@echo "== the data-path tests with two workers (sluiced.workers: 2, sharing core 1: every handoff path)"
-	SLUICE_TEST_WORKERS=2 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(WORKERS_E2E) $(WORKERS_DESELECT)
+	SLUICE_TEST_WORKERS=2 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v -rs $(WORKERS_E2E) $(WORKERS_DESELECT)
 	@echo "== the other data-path tests with NF-to-NF pipes on (sluiced.pipes: true)"
-	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v $(PIPES_E2E)
+	SLUICE_TEST_PIPES=1 SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v -rs $(PIPES_E2E)
 	@echo "== benchmark smoke run: every scenario briefly (checks that it runs, not how fast)"
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py --quick --no-report --results "$$d" && \
