@@ -500,7 +500,8 @@ static inline int rt_conf_build(struct rt_conf *c, struct rt_err *e)
 	struct rt_route *sorted = malloc((size_t)(c->n_routes ? c->n_routes : 1) * sizeof(*sorted));
 	if (sorted == NULL)
 		goto nomem;
-	memcpy(sorted, c->routes, (size_t)c->n_routes * sizeof(*sorted));
+	if (c->n_routes) /* a config without addr or route lines has no route table (routes is NULL) */
+		memcpy(sorted, c->routes, (size_t)c->n_routes * sizeof(*sorted));
 	qsort(sorted, c->n_routes, sizeof(*sorted), rt_route_cmp);
 	if (lpm4_init(&c->l4) < 0 || lpm6_init(&c->l6) < 0) {
 		free(sorted);
