@@ -1,5 +1,5 @@
 # Sluice top-level Makefile. Every target is idempotent and works as root on a
-# fresh Debian 12:  make deps | venv | build | build-asan | hugepages | test | demo | bench | clean
+# fresh Debian 12:  make deps | venv | build | build-asan | hugepages | test | fuzz | demo | bench | clean
 #                   | install | uninstall   (PREFIX=/usr/local, DESTDIR=)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -61,8 +61,17 @@ DEB_PKGS := build-essential meson ninja-build pkg-config dpdk dpdk-dev libdpdk-d
 # Only for `make bench`: the OVS-DPDK peer (the quick smoke in `make test` skips it when missing)
 BENCH_DEB_PKGS := openvswitch-switch-dpdk
 
-.PHONY: help deps bench-deps install-debs venv build build-asan guest-image hugepages tracefs test demo bench clean \
-        install uninstall
+# For `make fuzz` and `make test`'s short fuzz pass: clang with libFuzzer and its sanitizer runtimes
+# (Debian 12: clang is clang-14; libclang-rt-14-dev holds libclang_rt.fuzzer and asan/ubsan)
+FUZZ_DEB_PKGS := clang libclang-rt-14-dev
+# The libFuzzer targets (tests/fuzz/): their own build dir, clang, -Dfuzz=true. make fuzz runs each for
+# FUZZ_SECONDS; make test for FUZZ_TEST_SECONDS on its committed corpus
+BUILD_FUZZ := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TEST_SECONDS := 3
+
+.PHONY: help deps bench-deps fuzz-deps install-debs venv build build-asan build-fuzz guest-image hugepages tracefs \
+        test fuzz demo bench clean install uninstall
 
 help:
 	@echo "make deps        install Debian packages that are missing (apt-get)"
@@ -71,7 +80,9 @@ help:
 	@echo "make build-asan  ASan+UBSan debug build into $(BUILD_ASAN)/"
 	@echo "make guest-image KVM guest kernel + initrd with the NFs into $(BUILD)/guest/ (docs/guests.md)"
 	@echo "make hugepages   reserve $(HUGEPAGES) x 2 MiB huge pages if possible"
-	@echo "make test        everything above, then C unit tests (both builds) and pytest"
+	@echo "make test        everything above, then C unit tests (both builds), the fuzzers briefly, and pytest"
+	@echo "make fuzz        every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS (default 60) each;"
+	@echo "                 figures in bench/results/fuzz-<stamp>.json (build dir $(BUILD_FUZZ)/, clang)"
 	@echo "make demo        two network namespaces joined through sluiced: firewall, NAT, monitor (~15 s)"
 	@echo "make bench       every benchmark scenario, Sluice and its peers (~1 h); BENCHMARKS.md"
 	@echo "make clean       remove build dirs and the venv"
@@ -83,6 +94,9 @@ deps:
 
 bench-deps:
 	@$(MAKE) --no-print-directory install-debs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
+
+fuzz-deps:
+	@$(MAKE) --no-print-directory install-debs PKGS="$(DEB_PKGS) $(FUZZ_DEB_PKGS)"
 
 install-debs:
 	@missing=""; \
@@ -125,6 +139,15 @@ build-asan:
 	  -Dbuildtype=debug -Db_lundef=false
 	ninja -C $(BUILD_ASAN)
 
+# only the fuzz targets are built there (the alias `fuzzers`); werror off: clang warns where gcc does not
+build-fuzz: fuzz-deps
+	@test -f $(BUILD_FUZZ)/build.ninja || CC=clang meson setup $(BUILD_FUZZ) -Dfuzz=true -Dwerror=false
+	ninja -C $(BUILD_FUZZ) fuzzers
+
+# every target for FUZZ_SECONDS on its corpus, one at a time; new inputs go to a scratch dir, not the repo
+fuzz: build-fuzz
+	$(PY_SYS) tests/fuzz/run.py --build $(BUILD_FUZZ) --seconds $(FUZZ_SECONDS) --results bench/results
+
 # The guest image (docs/guests.md) in $(BUILD)/guest/, rebuilt only when an input changed ("guest
 # image: up to date"). Its NFs come from a build of their own for a portable CPU: $(BUILD) is
 # -march=native, and QEMU's TCG emulator (used where /dev/kvm cannot run stock guests) has no AVX-512.
@@ -166,9 +189,11 @@ hugepages:
 	  echo "hugepages: cannot mount hugetlbfs at /dev/hugepages (not permitted); continuing"; \
 	fi
 
-test: deps venv $(BENCH_STAMP) build build-asan guest-image hugepages tracefs
+test: deps venv $(BENCH_STAMP) build build-asan build-fuzz guest-image hugepages tracefs
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(BUILD_ASAN) --print-errorlogs
+	@echo "== every libFuzzer target for $(FUZZ_TEST_SECONDS) s on its committed corpus (seeds and past crashes)"
+	$(PY_SYS) tests/fuzz/run.py --build $(BUILD_FUZZ) --seconds $(FUZZ_TEST_SECONDS)
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) -m pytest -v -rs --durations=20 tests/integration
 	@echo "== the end-to-end tests that stress sluiced, again on the ASan/UBSan build, with NF-to-NF pipes on and"
 	@echo "== every NF built on the SDK in its plugin form, one member of a sluice-group (the normal pass: processes)"
@@ -201,7 +226,7 @@ bench: bench-deps venv $(BENCH_STAMP) build hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_GUEST) $(VENV) .pytest_cache python/*.egg-info python/build
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_GUEST) $(BUILD_FUZZ) $(VENV) .pytest_cache python/*.egg-info python/build
 	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # ---------------------------------------------------------------- make install / make uninstall
