@@ -211,7 +211,8 @@ test: deps venv $(BENCH_STAMP) build build-asan build-fuzz guest-image hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/sockets.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/restart.py --quick --no-report --results "$$d" && \
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/observability.py --quick --no-report --results "$$d" && \
-	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/pci_guest.py --quick --no-report --results "$$d"
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/pci_guest.py --quick --no-report --results "$$d" && \
+	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) $(VENV_PY) bench/soak.py --minutes 1 --no-report --results "$$d"
 
 demo: deps venv build guest-image hugepages
 	SLUICE_BUILD_DIR=$(CURDIR)/$(BUILD) PYTHON=$(CURDIR)/$(VENV_PY) bash scripts/demo.sh

@@ -12,6 +12,7 @@ point (command line, and the names bench/run.py and bench/density.py import from
     trust.py     trust domains: the cost of a copy at a boundary (bench/trust.py)
     userstack.py the user stack module against the kernel path (bench/userstack.py)
     restart.py   live operations: sluiced restarts and reloads (bench/restart.py)
+    soak.py      the churn soak: operations, packets accounted, RSS and fds (bench/soak.py)
     pci_guest.py PCI NICs in a guest: Sluice and testpmd on the same NICs (bench/pci_guest.py)
     nfs.py       NF library, Mpps per NF (bench/nfs.py)
     history.py   the "All runs" table

@@ -18,6 +18,7 @@ from .userstack import userstack_section
 from .steering import steering_section
 from .trust import trust_section
 from .restart import restart_section
+from .soak import soak_section
 from .observability import observability_section
 from .pci_guest import pci_guest_section
 from .zeroloss import zeroloss_method, zeroloss_reading, zeroloss_table
@@ -142,6 +143,7 @@ def render(loaded: list[tuple[Path, dict]], results_dir: Path, out_dir: Path = R
     L += sockets_section(loaded, out_dir)
     L += userstack_section(loaded, out_dir)
     L += restart_section(loaded, out_dir, draw)
+    L += soak_section(loaded, out_dir, draw)
     L += observability_section(loaded, out_dir, draw)
     L += pci_guest_section(loaded, out_dir)
 
