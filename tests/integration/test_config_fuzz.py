@@ -125,7 +125,7 @@ SCHEMA_KEYS = ["name", "vdev", "chain", "queues", "rx_desc", "tx_desc", "mtu", "
                "pool_mbufs", "vm", "group", "match", "action", "priority", "payload", "user", "addresses",
                "egress_chain", "service", "gateway", "supply", "ring_kb", "slots", "poll_us", "direct",
                "listen", "buffer_size", "workers", "lcores", "ring_size", "max_nfs", "malformed", "flows",
-               "regex", "caseless", "depth", "pattern", "tcp_flags", "in_port", "bogus", "Name", "ünï"]
+               "memory", "vcpus", "ip", "gw", "command", "kernel", "initrd", "regex", "caseless", "depth", "pattern", "tcp_flags", "in_port", "bogus", "Name", "ünï"]
 
 
 def _pick(draw, names, dangle=8):
@@ -255,6 +255,13 @@ def base_config(draw):
             cfg.setdefault("chains", []).extend([{"name": "s-out", "nfs": [svc], "exit": port_names[0]},
                                                  {"name": "s-in", "nfs": [svc]}])
         cfg["stack"] = stack
+    vhost = [p["name"] for p in ports if p["vdev"].startswith("net_vhost")]
+    if vhost and draw(st.booleans()):
+        cfg["guests"] = [draw(st.fixed_dictionaries({"name": st.sampled_from(["vm1", "guest-a"]), "port": st.just(vhost[0])},
+                                                    optional={"memory": st.integers(64, 1024), "ip": st.just("10.0.0.2/24"),
+                                                              "gw": st.just("10.0.0.1"), "mtu": st.integers(68, 9000),
+                                                              "mac": st.just("52:54:00:12:34:56"),
+                                                              "command": st.just(["/bin/sh", "-c", "true"])}))]
     for k, listen in (("metrics", "127.0.0.1:9464"), ("web", "[::1]:9999")):
         if draw(st.integers(0, 4)) == 0:
             cfg[k] = draw(st.one_of(st.booleans(), st.just({"listen": listen})))
