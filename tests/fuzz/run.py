@@ -90,7 +90,8 @@ def main():
     scratch = tempfile.mkdtemp(prefix="sluice-fuzz-")
     crash_dir = os.path.join(a.results, f"fuzz-{stamp}-crashes") if a.results else os.path.join(scratch, "crashes")
     log = os.path.join(scratch, "libfuzzer.log")
-    print(f"fuzz: {len(ts)} targets, {a.seconds} s each; new inputs in {scratch}/corpus, libFuzzer's output in {log}")
+    print(f"fuzz: {len(ts)} targets, {a.seconds} s each; new inputs in {scratch}/corpus, libFuzzer's output in {log}"
+          " (removed after a clean run)")
     print(f"{'target':<14} {'executions':>12} {'exec/s':>8} {'edges':>6} {'features':>8} {'corpus':>6} {'crashes':>7}")
     results = []
     for name, exe in ts:
@@ -102,6 +103,8 @@ def main():
             print(f"  {name}: libFuzzer exited {r['exit']}; input: {', '.join(r['crash_inputs']) or '?'} in {crash_dir}")
             for l in r.get("report", []):
                 print("    " + l)
+            for c in r["crash_inputs"]:  # the targets' own messages (stderr is closed while fuzzing)
+                print(f"    again, with its messages: {exe} {os.path.join(crash_dir, c)}")
     bad = [r for r in results if r["exit"] != 0]
     if a.results:
         os.makedirs(a.results, exist_ok=True)
@@ -118,7 +121,7 @@ def main():
         if not bad and os.path.isdir(crash_dir) and not os.listdir(crash_dir):
             os.rmdir(crash_dir)
     if bad:
-        print(f"fuzz: {len(bad)} target(s) crashed: {' '.join(r['target'] for r in bad)} (scratch kept: {scratch})")
+        print(f"fuzz: {len(bad)} target(s) failed (crashed, or libFuzzer refused to run): {' '.join(r['target'] for r in bad)} (scratch kept: {scratch})")
         return 1
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"fuzz: {len(results)} targets ran clean")

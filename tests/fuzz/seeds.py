@@ -61,13 +61,15 @@ dnat proto udp to 203.0.113.1:5353 -> 10.0.0.5:53
 timeout tcp_established 7440
 timeout udp 120
 """],
+    # no default route: a short prefix fills 2^(24 - len) entries of the 32 MiB first-level table (one
+    # ASan-checked store each), and a default route made every input take half a second
     "router": ["""addr a 10.81.1.1/24 02:00:00:81:01:01
 addr a 2001:db8:81:1::1/64 02:00:00:81:01:01
 addr b 10.81.2.1/24 02:00:00:81:02:01
 addr b 2001:db8:81:2::1/64 02:00:00:81:02:01
 route 10.99.0.0/16 via 10.81.2.2 dev b
 route 10.99.200.0/24 dev a
-route 0.0.0.0/0 via 10.81.1.254 dev a
+route 172.16.0.0/12 via 10.81.1.254 dev a
 route 2001:db8:99::/48 via 2001:db8:81:2::2 dev b
 neigh 10.81.2.2 lladdr 02:00:00:81:02:02 dev b
 """],
@@ -165,6 +167,20 @@ def config_seeds():
     return out
 
 
+def guest_seeds():
+    """fuzz_guest.c's encoding: a port named sluice, a rings device's header, region and pipes tags."""
+    hdr = struct.pack("<IIQQQII", 0x55474c53, 1, 8192, 0x1111, 0x2222, 0, 64) + b"fw.0".ljust(32, b"\0") \
+        + b"fw".ljust(32, b"\0") + struct.pack("<II", 0, 0)
+    def tag(kind, nonce):
+        return struct.pack("<IIQQII", 0x47544c53, kind, nonce, 4096, 0, 0)
+    rings = bytes([8 | 16 | 32, 1]) + hdr
+    return {
+        "seed-rings-region-pipes": bytes([7, 3]) + rings + bytes([16, 1]) + tag(1, 0x1111) + bytes([16, 2]) + tag(2, 0x2222),
+        "seed-rings-region": bytes([7, 2]) + rings + bytes([16 | 32, 1]) + tag(1, 0),
+        "seed-no-region": bytes([7, 2]) + rings + bytes([16, 1]) + tag(1, 0x9999),
+    }
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -181,6 +197,8 @@ def main():
             write("nf-" + nf, "seed-%d-small" % i, pre + frameset(fs[:3], (1,)))
     for name, data in config_seeds().items():
         write("config", name, data)
+    for name, data in guest_seeds().items():
+        write("guest", name, data)
     for name, data in attach_seeds().items():
         write("attach", name, data)
     for i, f in enumerate(fs):  # pktkey: [in_port] + frame
