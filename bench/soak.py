@@ -199,13 +199,25 @@ class Soak:
             self._stop.wait(1.0)
 
     def sample(self, phase: str) -> dict | None:
+        # /proc first, then the control API's pid: the status request's own connection must not be open
+        # (or not yet closed by sluiced) while its fds are counted
+        s = proc_sample(self.pid) if self.pid else None
         pid = self.sluiced_pid()
-        s = proc_sample(pid) if pid else None
-        if s is None:
+        if s is None or pid is None:
             return None
         s.update(t=round(time.monotonic() - self.t0, 2), phase=phase, pid=pid)
         self.samples.append(s)
         return s
+
+    def fds_at_rest(self, phase: str) -> float:
+        """The fd count of a deployment at rest: the most common of 5 samples 0.5 s apart."""
+        got = []
+        for _ in range(5):
+            s = self.sample(phase)
+            if s:
+                got.append(s["fds"])
+            time.sleep(0.5)
+        return statistics.mode(got)
 
     def sluiced_pid(self) -> int | None:
         try:
@@ -318,8 +330,7 @@ class Soak:
     def churn(self) -> dict:
         # before the churn: the fds of the whole deployment at rest, traffic flowing
         time.sleep(2.0)
-        before = [self.sample("before") for _ in range(3)]
-        fds_before = statistics.median(s["fds"] for s in before if s)
+        fds_before = self.fds_at_rest("before")
         self.fds_before_list = fd_targets(self.pid)
         self._sampler = threading.Thread(target=self._sample_loop, daemon=True)
         self._sampler.start()
@@ -481,8 +492,7 @@ def main() -> int:
             ch = soak.churn()
             soak.restore()
             time.sleep(2.0)
-            after = [soak.sample("after") for _ in range(3)]
-            fds_after = statistics.median(s["fds"] for s in after if s)
+            fds_after = soak.fds_at_rest("after")
             fds_changed = fd_diff(soak.fds_before_list, fd_targets(soak.pid))
             prog.step(f"churn over ({ch['churn_s']:.0f} s), deployment restored: fds {ch['fds_before']:.0f} before, "
                       f"{fds_after:.0f} after")
@@ -505,13 +515,13 @@ def main() -> int:
             for f in (soak.sd / "logs" / "sluiced.log",):
                 if f.exists():
                     log_tail = f.read_text(errors="replace")[-4000:]
-            if (soak.sd / "logs").exists():
+            if failure and (soak.sd / "logs").exists():
                 import shutil
                 keep = Path(tempfile.gettempdir()) / f"soak-logs-{stamp}"
                 shutil.copytree(soak.sd / "logs", keep, dirs_exist_ok=True)
                 if (work / "hostile.log").exists():
                     shutil.copy(work / "hostile.log", keep)
-                print(f"bench/soak.py: logs kept in {keep}", file=sys.stderr if failure else sys.stdout)
+                print(f"bench/soak.py: logs kept in {keep}", file=sys.stderr)
             soak.stop()
             for s, h in old.items():
                 signal.signal(s, h)
