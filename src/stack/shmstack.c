@@ -261,14 +261,7 @@ int shm_connect(struct sk *c, struct sk *l, const struct sockaddr *sa, socklen_t
 	c->state = a->state = SK_CONNECTED;
 	sk_set_state(c, SL_SK_S_CONNECTED | SL_SK_S_SHM, SL_SK_S_CONNECTING);
 	sk_set_state(a, SL_SK_S_CONNECTED | SL_SK_S_SHM, 0);
-	a->listener = l;
-	if (l->accq_tail)
-		l->accq_tail->accq_next = a;
-	else
-		l->accq_head = a;
-	l->accq_tail = a;
-	l->accq_len++;
-	sk_listener_update(l);
+	sk_accq_push(l, a);
 	c->app->conns_shm++;
 	l->app->conns_shm++;
 	shm_direct(c, a);

@@ -271,6 +271,19 @@ bool sk_readable(struct sk *s)
 }
 
 /* a listener's acceptq: the shm connections waiting, and one for a kernel listener that said EPOLLIN */
+/* a connection made for listener l, on its accept queue (shm_accept takes it off) */
+void sk_accq_push(struct sk *l, struct sk *a)
+{
+	a->listener = l;
+	if (l->accq_tail)
+		l->accq_tail->accq_next = a;
+	else
+		l->accq_head = a;
+	l->accq_tail = a;
+	l->accq_len++;
+	sk_listener_update(l);
+}
+
 void sk_listener_update(struct sk *l)
 {
 	l->sh->acceptq = l->accq_len + (l->kernel_accept_ready ? 1 : 0);

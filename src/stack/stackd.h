@@ -181,6 +181,7 @@ int sk_epoll_add(int fd, struct ev *ev, uint32_t events);
 void sk_set_state(struct sk *s, uint32_t set, uint32_t clear);
 bool sk_readable(struct sk *s);
 void sk_listener_update(struct sk *l);
+void sk_accq_push(struct sk *l, struct sk *a);
 void sk_token(struct sk *s);
 void sk_drain_bytes(struct sk *s);
 bool sk_ring_sane(struct sk *s);

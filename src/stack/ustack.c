@@ -617,14 +617,7 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
 	a->remote_len = from_ip(a, &pcb->remote_ip, pcb->remote_port, &a->remote);
 	sk_set_state(a, SL_SK_S_CONNECTED, 0);
 	l->app->conns_user++;
-	a->listener = l;
-	if (l->accq_tail)
-		l->accq_tail->accq_next = a;
-	else
-		l->accq_head = a;
-	l->accq_tail = a;
-	l->accq_len++;
-	sk_listener_update(l);
+	sk_accq_push(l, a);
 	sk_work(l);
 	return ERR_OK;
 }
